@@ -1,0 +1,243 @@
+"""Frontmatter: split a file into its YAML block and body, parse the block safely, and change
+single keys in place.
+
+A change never re-serialises the whole block. Only the lines of the changed key are replaced;
+every other byte (other keys, their order, comments, blank lines, line endings, the body)
+stays as it was. Re-dumping with PyYAML or python-frontmatter would reorder keys, drop
+comments and strip whitespace, and so change a file's version for nothing. After each change
+the new block is parsed again and compared with what was intended, so an edit that would
+disturb another key is refused instead of written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from .errors import InvalidMemory
+from .text import split_lines
+
+MAX_FRONTMATTER_BYTES = 64 * 1024
+DELETE = object()  # a value for `set_keys` that removes the key
+
+_OPEN = re.compile(r"\A\ufeff?---[ \t]*(\r?\n)")
+_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
+# A top-level `key:` line. The key is plain or quoted; the colon is followed by a blank or
+# the end of the line, as YAML requires.
+_KEY_LINE = re.compile(
+    r"""^(?:"(?P<dq>[^"\\\n]*)"|'(?P<sq>[^'\n]*)'|(?P<plain>[^\s#:'"\-?\[\]{},&*!|>%@`][^\n]*?))"""
+    r"""[ \t]*:(?=[ \t]|\r?\n|$)"""
+)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A file's text cut into pieces; `head + matter + tail + body` is the text exactly."""
+
+    head: str  # the opening fence line with its line ending (and a BOM, if any); "" if none
+    matter: str  # the YAML between the fences, line endings as in the file
+    tail: str  # the closing fence line; "" if there is no frontmatter
+    body: str
+
+    @property
+    def has_frontmatter(self) -> bool:
+        return bool(self.head)
+
+    @property
+    def eol(self) -> str:
+        return "\r\n" if self.head.endswith("\r\n") else "\n"
+
+    @property
+    def body_line(self) -> int:
+        """1-based line number of the body's first line in the file."""
+        return (self.head + self.matter + self.tail).count("\n") + 1
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """A safe loader that refuses aliases, so a 'billion laughs' document cannot expand."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise _AliasFound
+        return super().compose_node(parent, index)
+
+
+class _AliasFound(Exception):
+    pass
+
+
+_LINE_BREAKS = re.compile("[\x85\u2028\u2029]")
+_FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def split(text: str, file: str) -> Parts:
+    """Cut `text` into fence, YAML and body. A block that opens but never closes is invalid."""
+    opened = _OPEN.match(text)
+    if not opened:
+        return Parts("", "", "", text)
+    closed = _CLOSE.search(text, opened.end())
+    if not closed:
+        raise InvalidMemory(file, "frontmatter opens with '---' but has no closing '---' line")
+    return Parts(
+        head=text[: opened.end()],
+        matter=text[opened.end() : closed.start()],
+        tail=closed.group(0),
+        body=text[closed.end() :],
+    )
+
+
+def parse(matter: str, file: str) -> dict[str, Any]:
+    """The YAML mapping in `matter`; `InvalidMemory` names the rule it breaks."""
+    if len(matter.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+        raise InvalidMemory(file, f"frontmatter is larger than {MAX_FRONTMATTER_BYTES // 1024} KiB")
+    # Aliases need a '*'. Without one the fast C loader is safe; with one, the Python
+    # loader refuses them before anything is expanded.
+    loader = _FastLoader if "*" not in matter else _NoAliasLoader
+    try:
+        data = yaml.load(matter, Loader=loader)  # noqa: S506 - both loaders are safe loaders
+    except _AliasFound:
+        raise InvalidMemory(file, "frontmatter uses YAML aliases (*name), which are not allowed") from None
+    except yaml.MarkedYAMLError as exc:
+        # Marks count from 0 within the block; the file has the opening fence line before it.
+        where = f" at line {exc.problem_mark.line + 2}" if exc.problem_mark else ""
+        context = f" ({exc.context} at line {exc.context_mark.line + 2})" if exc.context_mark else ""
+        raise InvalidMemory(file, f"frontmatter is not valid YAML{where}: {exc.problem}{context}") from None
+    except yaml.YAMLError as exc:
+        raise InvalidMemory(file, f"frontmatter is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise InvalidMemory(file, "frontmatter is nested too deeply") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidMemory(file, "frontmatter must be a YAML mapping of 'key: value' lines")
+    return data
+
+
+def render_key(key: str, value: Any, eol: str = "\n") -> str:
+    """`key: value` as YAML lines, quoted where YAML needs it, ending in `eol`.
+
+    The key is always in block style; a list of scalars is written in flow style (`[a, b]`).
+    """
+    style = {"default_flow_style": None if isinstance(value, (list, dict)) else False}
+    text = _dump({key: value}, **style)
+    if _LINE_BREAKS.search(text) or yaml.safe_load(text) != {key: value}:
+        # PyYAML writes NEL and U+2028/9 raw, and reads NEL back as a space; escaped
+        # double quotes carry every character exactly.
+        text = _dump({key: value}, default_style='"', **style)
+    return text.replace("\n", eol)
+
+
+def _dump(data: dict[str, Any], **style: Any) -> str:
+    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=1_000_000, **style)
+
+
+def set_keys(text: str, changes: Mapping[str, Any], file: str) -> str:
+    """`text` with each top-level key in `changes` set (or removed, for `DELETE`), in place."""
+    parts = split(text, file)
+    eol = parts.eol
+    if not parts.has_frontmatter:
+        new = "".join(render_key(k, v) for k, v in changes.items() if v is not DELETE)
+        return f"---\n{new}---\n{parts.body}" if new else text
+    original = parse(parts.matter, file)
+    lines = split_lines(parts.matter)
+    blocks = _top_level_blocks(lines)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        key = next((k for k, (start, _) in blocks.items() if start == i and k in changes), None)
+        if key is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        if changes[key] is not DELETE:
+            out.append(render_key(key, changes[key], eol))
+        i = blocks[key][1]
+    out += [render_key(k, v, eol) for k, v in changes.items() if k not in blocks and v is not DELETE]
+    matter = "".join(out)
+    expected = dict(original)
+    for key, value in changes.items():
+        if value is DELETE:
+            expected.pop(key, None)
+        else:
+            expected[key] = value
+    _verify(matter, expected, file)
+    return parts.head + matter + parts.tail + parts.body
+
+
+def set_nested(text: str, parent: str, key: str, value: Any, file: str) -> str:
+    """Set `parent.key` (one level down, block style) in place; the parent must exist."""
+    parts = split(text, file)
+    original = parse(parts.matter, file)
+    lines = split_lines(parts.matter)
+    start, end = _top_level_blocks(lines).get(parent, (0, 0))
+    children = [
+        j for j in range(start + 1, end) if lines[j].strip() and not lines[j].lstrip().startswith("#")
+    ]
+    if not children or not isinstance(original.get(parent), dict):
+        raise InvalidMemory(file, f"cannot change '{parent}.{key}' in place")
+    indent = lines[children[0]][: len(lines[children[0]]) - len(lines[children[0]].lstrip())]
+    for j in children:
+        line = lines[j]
+        if not line.startswith(indent) or line[len(indent)] in " \t":
+            continue
+        found = _KEY_LINE.match(line[len(indent) :])
+        if found and _key_of(found) == key:
+            stop = j + 1
+            while stop < end and (not lines[stop].strip() or lines[stop][: len(indent) + 1].isspace()):
+                stop += 1
+            while stop > j + 1 and not lines[stop - 1].strip():
+                stop -= 1
+            rendered = split_lines(render_key(key, value, parts.eol))
+            lines[j:stop] = [indent + r for r in rendered]
+            break
+    else:
+        raise InvalidMemory(file, f"cannot change '{parent}.{key}' in place")
+    matter = "".join(lines)
+    expected = dict(original)
+    expected[parent] = {**original[parent], key: value}
+    _verify(matter, expected, file)
+    return parts.head + matter + parts.tail + parts.body
+
+
+def _verify(matter: str, expected: dict[str, Any], file: str) -> None:
+    if parse(matter, file) != expected:
+        raise InvalidMemory(file, "cannot change the frontmatter in place without disturbing other keys")
+
+
+def _key_of(match: re.Match[str]) -> str:
+    for group in ("dq", "sq", "plain"):
+        if match.group(group) is not None:
+            return match.group(group).strip()
+    return ""
+
+
+def _top_level_blocks(lines: list[str]) -> dict[str, tuple[int, int]]:
+    """Each top-level key's line range [start, end): its line plus indented or `- ` lines after it.
+
+    Blank lines inside a block belong to it; blank lines and column-0 comments after it do not.
+    A repeated key maps to its last block, the one YAML keeps.
+    """
+    blocks: dict[str, tuple[int, int]] = {}
+    i = 0
+    while i < len(lines):
+        found = _KEY_LINE.match(lines[i])
+        if not found:
+            i += 1
+            continue
+        end = j = i + 1
+        while j < len(lines):
+            line = lines[j]
+            if not line.strip():
+                j += 1
+            elif line[0] in " \t" or line.startswith("- ") or line.rstrip("\r\n") == "-":
+                j += 1
+                end = j
+            else:
+                break
+        blocks[_key_of(found)] = (i, end)
+        i = end
+    return blocks

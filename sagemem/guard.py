@@ -1,0 +1,245 @@
+"""Version-guarded writes and the conflict queue: the promise that no edit is lost silently.
+
+A write to an existing memory lands only if the file on disk is still the version the writer
+based it on; creating lands only if the file does not exist. Check and write happen under a
+per-file lock (`filelock`, in the state dir), so two sagemem processes cannot both pass the
+check. A refused write is not thrown away: it is recorded in `<state>/conflicts/<id>.json`
+with the bytes on disk and the bytes proposed, for a person to decide. The id is derived
+from (file, expected version, proposed bytes), so the same refused write reported twice is
+one record.
+
+A process that does not use sagemem (an editor, `git checkout`) takes no lock; such a write
+landing in the microseconds between our check and our rename is the one window left open.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import glob
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConflictNotFound, MemoryNotFound, SagememError, VersionConflict
+from .files import TEMP_SUFFIX, read_bytes, write_atomic
+from .memory import version_of
+from .names import name_key
+
+LOCK_TIMEOUT = 30.0
+_CONFLICT_ID = re.compile(r"\A[0-9a-f]{16}\Z")
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A refused write, kept until a person resolves it.
+
+    `disk` is what was on disk when the write was refused (None if the file was missing);
+    `proposed` is what the writer wanted to write. `resolution` is None while the conflict is
+    open, then "disk" or "proposed".
+    """
+
+    id: str
+    file: str
+    expected_version: str | None
+    disk_version: str | None
+    disk: bytes | None
+    proposed: bytes
+    created: str
+    writer: str
+    reason: str
+    resolution: str | None = None
+    resolved_at: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "file": self.file,
+            "expected_version": self.expected_version,
+            "disk_version": self.disk_version,
+            "proposed_version": version_of(self.proposed),
+            "created": self.created,
+            "writer": self.writer,
+            "reason": self.reason,
+            "resolution": self.resolution,
+            "resolved_at": self.resolved_at,
+        }
+        data.update(_encode("disk", self.disk))
+        data.update(_encode("proposed", self.proposed))
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Conflict:
+        return cls(
+            id=data["id"],
+            file=data["file"],
+            expected_version=data.get("expected_version"),
+            disk_version=data.get("disk_version"),
+            disk=_decode(data, "disk"),
+            proposed=_decode(data, "proposed") or b"",
+            created=data.get("created", ""),
+            writer=data.get("writer", ""),
+            reason=data.get("reason", ""),
+            resolution=data.get("resolution"),
+            resolved_at=data.get("resolved_at"),
+        )
+
+
+def conflict_id(file: str, expected: str | None, proposed: bytes) -> str:
+    digest = hashlib.sha256(f"{name_key(file)}\0{expected or ''}\0".encode())
+    digest.update(proposed)
+    return digest.hexdigest()[:16]
+
+
+@contextmanager
+def file_lock(state_dir: Path, path: Path) -> Iterator[None]:
+    """Hold the cross-process lock for one file of the memory dir (a memory, or MEMORY.md).
+
+    While it is held nobody else writes that file, so temp files left for it by a killed
+    writer are partial copies of writes that never happened: they are removed.
+    """
+    import filelock  # imported here: only writers pay for it
+
+    locks = state_dir / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    try:
+        with filelock.FileLock(str(locks / f"{name_key(path.name)}.lock"), timeout=LOCK_TIMEOUT):
+            for temp in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
+                with contextlib.suppress(FileNotFoundError):
+                    temp.unlink()
+            yield
+    except filelock.Timeout:
+        held = f"another writer has held the lock for {LOCK_TIMEOUT:.0f} s"
+        raise SagememError(f"{path.name}: {held}") from None
+
+
+def guarded_write(
+    path: Path,
+    data: bytes,
+    expected: str | None,
+    *,
+    state_dir: Path,
+    writer: str = "",
+    reason: str = "",
+) -> str:
+    """Write `data` to `path` if its version is still `expected` (None: it must not exist).
+
+    Returns the new version. On a mismatch the attempt is recorded and `VersionConflict` is
+    raised; nothing on disk changes. Identical bytes are not rewritten.
+    """
+    with file_lock(state_dir, path):
+        try:
+            current: bytes | None = read_bytes(path)
+        except MemoryNotFound:
+            current = None
+        actual = None if current is None else version_of(current)
+        if actual != expected:
+            raise _refuse(path.name, expected, actual, current, data, state_dir, writer, reason)
+        if current == data:
+            return actual or version_of(data)
+        try:
+            write_atomic(path, data, create_only=expected is None)
+        except FileExistsError:
+            # Created behind our back (an editor does not take our lock).
+            current = read_bytes(path)
+            actual = version_of(current)
+            raise _refuse(path.name, None, actual, current, data, state_dir, writer, reason) from None
+    return version_of(data)
+
+
+def _refuse(
+    file: str,
+    expected: str | None,
+    actual: str | None,
+    disk: bytes | None,
+    proposed: bytes,
+    state_dir: Path,
+    writer: str,
+    reason: str,
+) -> VersionConflict:
+    conflict = Conflict(
+        id=conflict_id(file, expected, proposed),
+        file=file,
+        expected_version=expected,
+        disk_version=actual,
+        disk=disk,
+        proposed=proposed,
+        created=_now(),
+        writer=writer,
+        reason=reason,
+    )
+    path = _conflicts_dir(state_dir) / f"{conflict.id}.json"
+    if not path.exists():  # the same refused write, reported again, stays one record
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, _dump(conflict))
+    return VersionConflict(file, expected, actual, conflict.id)
+
+
+def list_conflicts(state_dir: Path, *, resolved: bool = False) -> list[Conflict]:
+    folder = _conflicts_dir(state_dir) / ("resolved" if resolved else "")
+    if not folder.is_dir():
+        return []
+    found = [_load(p) for p in folder.glob("*.json") if _CONFLICT_ID.match(p.stem)]
+    return sorted(found, key=lambda c: (c.created, c.id))
+
+
+def load_conflict(state_dir: Path, cid: str) -> Conflict:
+    """The open conflict `cid`; `ConflictNotFound` for unknown or malformed ids."""
+    if not _CONFLICT_ID.match(cid):
+        raise ConflictNotFound(cid)
+    path = _conflicts_dir(state_dir) / f"{cid}.json"
+    if not path.is_file():
+        raise ConflictNotFound(cid)
+    return _load(path)
+
+
+def close_conflict(state_dir: Path, conflict: Conflict, resolution: str) -> Conflict:
+    """Move an open conflict to `conflicts/resolved/`, stamped with how it was resolved."""
+    done = Conflict(**{**conflict.__dict__, "resolution": resolution, "resolved_at": _now()})
+    folder = _conflicts_dir(state_dir) / "resolved"
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / f"{conflict.id}.json", _dump(done))
+    os.unlink(_conflicts_dir(state_dir) / f"{conflict.id}.json")
+    return done
+
+
+def _conflicts_dir(state_dir: Path) -> Path:
+    return state_dir / "conflicts"
+
+
+def _load(path: Path) -> Conflict:
+    try:
+        return Conflict.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SagememError(f"{path}: conflict record is damaged ({exc})") from None
+
+
+def _dump(conflict: Conflict) -> bytes:
+    return (json.dumps(conflict.to_dict(), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def _encode(key: str, data: bytes | None) -> dict[str, str | None]:
+    if data is None:
+        return {key: None}
+    try:
+        return {key: data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {f"{key}_base64": base64.b64encode(data).decode("ascii")}
+
+
+def _decode(data: dict[str, Any], key: str) -> bytes | None:
+    if data.get(f"{key}_base64") is not None:
+        return base64.b64decode(data[f"{key}_base64"])
+    text = data.get(key)
+    return None if text is None else str(text).encode("utf-8")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,68 @@
+"""Memory file names: the gate every read and write passes, and the rules for new names.
+
+A name is one path segment ending in `.md`. Names are compared after NFC normalisation and
+case folding (`name_key`), because macOS stores NFD and Windows and macOS are
+case-insensitive: `Project_X.md` and `project_x.md` are the same memory everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from .errors import InvalidName
+
+INDEX_NAME = "MEMORY.md"
+# Files that live in the memory directory but are never memories.
+RESERVED = frozenset({"memory.md", "session-log.md"})
+MAX_NAME_BYTES = 255
+MAX_SLUG_CHARS = 60
+TYPES = ("user", "feedback", "project", "reference")
+
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def name_key(name: str) -> str:
+    """The form in which two names are compared."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def is_reserved(name: str) -> bool:
+    return name_key(name) in RESERVED
+
+
+def check_name(name: object, *, allow_reserved: bool = False) -> str:
+    """Return `name` if it is a safe memory file name, else raise `InvalidName` naming the rule."""
+    if not isinstance(name, str) or not name:
+        raise InvalidName(str(name), "must be a non-empty string")
+    if "/" in name or "\\" in name:
+        raise InvalidName(name, "must be a single path segment (no '/' or '\\')")
+    if ".." in name:
+        raise InvalidName(name, "must not contain '..'")
+    if ":" in name:
+        raise InvalidName(name, "must not contain ':'")
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        raise InvalidName(name, "must not contain control characters")
+    if name.startswith("."):
+        raise InvalidName(name, "must not start with '.'")
+    if not name.lower().endswith(".md") or len(name) == 3:
+        raise InvalidName(name, "must end in '.md'")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidName(name, f"must be at most {MAX_NAME_BYTES} bytes long")
+    if not allow_reserved and is_reserved(name):
+        raise InvalidName(name, "is reserved (MEMORY.md and session-log.md are not memories)")
+    return name
+
+
+def slugify(text: str) -> str:
+    """Lower-case words joined by `_`; CJK and other letters are kept as they are."""
+    slug = _NOT_WORD.sub("_", unicodedata.normalize("NFC", text).lower()).strip("_")
+    return slug[:MAX_SLUG_CHARS].rstrip("_")
+
+
+def new_file_name(type_: str, name: str) -> str:
+    """`<type>_<slug>.md`; a name that already carries the type prefix is not prefixed twice."""
+    slug = slugify(name) or "note"
+    if not slug.startswith(f"{type_}_"):
+        slug = f"{type_}_{slug}"
+    return f"{slug}.md"

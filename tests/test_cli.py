@@ -1,0 +1,285 @@
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sagemem import MemoryStore, __version__
+from sagemem.cli import cli
+
+DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+
+
+def run(args: list[str], input: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, args, input=input, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> str:
+    folder = tmp_path / "mem"
+    assert run(["--dir", str(folder), "init"])[0] == 0
+    return str(folder)
+
+
+def test_version() -> None:
+    code, out, _ = run(["--version"])
+    assert code == 0 and __version__ in out
+
+
+def test_init_twice(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    code, out, _ = run(["--dir", str(folder), "init", "--git"])
+    assert code == 0 and "MEMORY.md" in out and ".gitattributes" in out
+    code, out, _ = run(["--dir", str(folder), "init", "--git"])
+    assert code == 0 and out.startswith("already initialised")
+
+
+def test_init_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(["init", "--project"])[0] == 0
+    assert (tmp_path / ".sagemem" / "memory" / "MEMORY.md").is_file()
+    code, out, _ = run(["path", "--json"])
+    assert json.loads(out)["memory_dir"] == str(tmp_path / ".sagemem" / "memory")
+    assert run(["--dir", "x", "init", "--project"])[0] == 2
+
+
+def test_path_reports_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAGE_MEM_DIR", str(tmp_path / "legacy"))
+    code, out, _ = run(["path"])
+    assert code == 0
+    assert f"memory dir: {tmp_path / 'legacy'}  (SAGE_MEM_DIR)" in out
+    assert f"state dir:  {tmp_path / 'legacy' / '.sagemem'}" in out
+    data = json.loads(run(["--state-dir", str(tmp_path / "s"), "path", "--json"])[1])
+    assert data["state_dir"] == str(tmp_path / "s") and data["state_rule"] == "--state-dir"
+
+
+def test_new_read_write_cycle(mem: str) -> None:
+    code, out, _ = run(
+        [
+            "--dir",
+            mem,
+            "new",
+            "--type",
+            "project",
+            "--name",
+            "Deploy flow",
+            "--description",
+            "How we deploy",
+            "--tag",
+            "ci",
+            "--alias",
+            "ship",
+        ],
+        input="Run make deploy.\n",
+    )
+    assert code == 0
+    file, version = out.split()
+    assert file == "project_deploy_flow.md" and len(version) == 64
+
+    code, out, err = run(["--dir", mem, "read", file])
+    assert code == 0 and out.endswith("Run make deploy.\n") and version in err
+    data = json.loads(run(["--dir", mem, "read", file, "--json"])[1])
+    assert data["version"] == version and data["memory"]["tags"] == ["ci"]
+    assert data["memory"]["aliases"] == ["ship"]
+
+    code, out, _ = run(["--dir", mem, "read", file, "--lines", "2-3"])
+    assert out == "name: Deploy flow\ndescription: How we deploy\n"
+    data = json.loads(run(["--dir", mem, "read", file, "--lines", "10-99", "--json"])[1])
+    assert data["lines"] == [10, 10] and data["text"] == "Run make deploy.\n"
+
+    new_text = data["text"]
+    content = Path(mem, file).read_text().replace("How we deploy", "How we deploy, v2")
+    code, out, _ = run(["--dir", mem, "write", file, "--expected-version", version], input=content)
+    assert code == 0 and out.split()[0] == file and out.split()[1] != version
+    assert "v2" in Path(mem, "MEMORY.md").read_text()
+    assert new_text
+
+    # The old version again: exit 3, conflict id on stderr, nothing written.
+    code, out, err = run(["--dir", mem, "write", file, "--expected-version", version], input="---\n---\nx\n")
+    assert code == 3 and out == ""
+    conflict_id = err.split("conflict ")[1].split()[0]
+    assert "v2" in Path(mem, file).read_text()
+
+    listed = json.loads(run(["--dir", mem, "conflicts", "--json"])[1])
+    assert [c["id"] for c in listed] == [conflict_id]
+    code, out, _ = run(["--dir", mem, "conflicts", "show", conflict_id])
+    assert code == 0 and "+x" in out and "-description: How we deploy, v2" in out
+    code, out, _ = run(["--dir", mem, "conflicts", "resolve", conflict_id, "--keep", "disk"])
+    assert code == 0 and "kept disk" in out
+    assert run(["--dir", mem, "conflicts", "list"])[1] == ""
+    assert conflict_id in run(["--dir", mem, "conflicts", "list", "--resolved"])[1]
+
+
+def test_new_body_sources(mem: str, tmp_path: Path) -> None:
+    body = tmp_path / "body.md"
+    body.write_text("从文件读入的正文\n", encoding="utf-8")
+    base = ["--dir", mem, "new", "--type", "reference", "--description", "d"]
+    assert run([*base, "--name", "a", "--body", "inline"])[0] == 0
+    assert run([*base, "--name", "b", "--body-file", str(body)])[0] == 0
+    assert Path(mem, "reference_a.md").read_text().endswith("\ninline\n")
+    assert Path(mem, "reference_b.md").read_text(encoding="utf-8").endswith("\n从文件读入的正文\n")
+
+
+def test_update_command(mem: str) -> None:
+    _, out, _ = run(
+        ["--dir", mem, "new", "--type", "user", "--name", "u", "--description", "d", "--body", "b"]
+    )
+    file, version = out.split()
+    code, out, _ = run(
+        [
+            "--dir",
+            mem,
+            "update",
+            file,
+            "--expected-version",
+            version,
+            "--tag",
+            "x",
+            "--tag",
+            "y",
+            "--description",
+            "d2",
+            "--json",
+        ]
+    )
+    assert code == 0
+    data = json.loads(out)
+    memory = MemoryStore(mem).get(file)
+    assert data["version"] == memory.version and memory.tags == ("x", "y") and memory.description == "d2"
+    assert run(["--dir", mem, "update", file, "--expected-version", version, "--tag", "z"])[0] == 3
+
+
+def test_list_and_filters(mem: str) -> None:
+    for type_, name, tag in [("user", "me", "a"), ("project", "p", "b"), ("project", "q", "a")]:
+        run(
+            [
+                "--dir",
+                mem,
+                "new",
+                "--type",
+                type_,
+                "--name",
+                name,
+                "--description",
+                f"{name} desc",
+                "--tag",
+                tag,
+            ]
+        )
+    Path(mem, "broken.md").write_text("---\nx: [\n---\n")
+    code, out, err = run(["--dir", mem, "list"])
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == ["project_p.md", "project_q.md", "user_me.md"]
+    assert "broken.md" in err and "not valid YAML" in err
+    data = json.loads(run(["--dir", mem, "list", "--type", "project", "--tag", "a", "--json"])[1])
+    assert [m["file"] for m in data] == ["project_q.md"]
+
+
+def test_index_check_and_rebuild(mem: str) -> None:
+    run(["--dir", mem, "new", "--type", "user", "--name", "a", "--description", "alpha"])
+    assert run(["--dir", mem, "index"]) == (0, "MEMORY.md is up to date\n", "")
+    Path(mem, "project_b.md").write_text("---\ndescription: beta\n---\n")
+    with open(Path(mem, "MEMORY.md"), "a") as handle:
+        handle.write("- [Gone](gone.md) — removed\n")
+    code, out, _ = run(["--dir", mem, "index", "--check"])
+    assert code == 1 and "dangling: line 4" in out and "unlisted: project_b.md" in out
+    report = json.loads(run(["--dir", mem, "index", "--json"])[1])
+    assert report["ok"] is False and report["unlisted"] == ["project_b.md"]
+    assert run(["--dir", mem, "index", "--rebuild"])[1] == "MEMORY.md rebuilt\n"
+    assert run(["--dir", mem, "index", "--rebuild", "--json"])[1].strip() == '{\n  "changed": false\n}'
+    assert run(["--dir", mem, "index", "--check"])[0] == 0
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["read", "nope.md"], 1, "nope.md: no such memory"),
+        (["read", "../etc.md"], 1, "invalid memory file name: must be a single path segment"),
+        (["read", "MEMORY.md"], 1, "is reserved"),
+        (["write", "x.md", "--expected-version", "abc"], 1, "x.md: frontmatter is not valid YAML"),
+        (["conflicts", "show", "0123456789abcdef"], 1, "no such conflict"),
+        (["read", "x.md", "--lines", "5-2"], 2, "need 1 <= A <= B"),
+        (["new", "--type", "diary", "--name", "x", "--description", "d"], 2, "diary"),
+        (["frobnicate"], 2, "No such command"),
+    ],
+)
+def test_errors_are_one_line_with_exit_codes(mem: str, args: list[str], code: int, message: str) -> None:
+    got, out, err = run(["--dir", mem, *args], input="---\nx: [\n---\n")
+    assert got == code
+    assert message in err
+    if code == 1:
+        assert err.startswith("sagemem: ") and err.count("\n") == 1
+
+
+def test_missing_memory_dir(tmp_path: Path) -> None:
+    code, _, err = run(["--dir", str(tmp_path / "none"), "list"])
+    assert code == 1 and "run `sagemem init`" in err
+
+
+def test_bad_input_changes_nothing_on_disk(mem: str) -> None:
+    before = {p: p.read_bytes() for p in Path(mem).rglob("*") if p.is_file()}
+    run(["--dir", mem, "write", "new.md"], input="---\ntags: [" + ",".join(["t"] * 30) + "]\n---\n")
+    run(["--dir", mem, "new", "--type", "user", "--name", "x", "--description", "d", "--file", "a/b.md"])
+    assert {p: p.read_bytes() for p in Path(mem).rglob("*") if p.is_file()} == before
+
+
+def test_demo_directory_lists() -> None:
+    code, out, err = run(["--dir", str(DEMO), "list"])
+    assert code == 0 and err == ""
+    assert len(out.splitlines()) == 8
+    assert run(["--dir", str(DEMO), "index", "--check"])[0] == 0
+
+
+def test_real_processes_console_script_and_module(tmp_path: Path) -> None:
+    script = shutil.which("sagemem") or str(Path(sys.executable).with_name("sagemem"))
+    for command in ([script], [sys.executable, "-m", "sagemem"]):
+        done = subprocess.run([*command, "--version"], capture_output=True, text=True)
+        assert done.returncode == 0 and __version__ in done.stdout
+    folder = tmp_path / "m"
+    subprocess.run(
+        [sys.executable, "-m", "sagemem", "--dir", str(folder), "init"], check=True, capture_output=True
+    )
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sagemem",
+            "--dir",
+            str(folder),
+            "new",
+            "--type",
+            "user",
+            "--name",
+            "x",
+            "--description",
+            "d",
+        ],
+        input="body\n",
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0
+    file, version = made.stdout.split()
+    stale = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sagemem",
+            "--dir",
+            str(folder),
+            "write",
+            file,
+            "--expected-version",
+            "0" * 64,
+        ],
+        input="---\n---\n",
+        capture_output=True,
+        text=True,
+    )
+    assert stale.returncode == 3 and "version conflict" in stale.stderr

@@ -1,0 +1,113 @@
+"""Real processes against one memory: the version guard's promises under races and kills."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sagemem import MemoryStore
+from sagemem.memory import version_of
+
+from .workers import FILE
+
+WORKERS = Path(__file__).with_name("workers.py")
+PROCESSES, CYCLES = 8, 50
+
+
+def start(*args: str, **kwargs: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(WORKERS), *args], text=True, **kwargs)  # type: ignore[call-overload]
+
+
+def test_racing_writers_lose_nothing(store: MemoryStore, tmp_path: Path) -> None:
+    first = store.create(type="project", name="race", description="raced on", body="start\n")
+    stop = tmp_path / "stop"
+    watcher = start("watch", str(store.memory_dir), str(stop), str(tmp_path / "watch.json"))
+    procs = [
+        start("race", str(store.memory_dir), str(w), str(CYCLES), str(tmp_path / f"w{w}.json"))
+        for w in range(PROCESSES)
+    ]
+    for p in procs:
+        assert p.wait(timeout=600) == 0
+    stop.touch()
+    assert watcher.wait(timeout=60) == 0
+
+    attempts = [e for w in range(PROCESSES) for e in json.loads((tmp_path / f"w{w}.json").read_text())]
+    applied = [e for e in attempts if e["outcome"] == "applied"]
+    conflicts = [e for e in attempts if e["outcome"] == "conflict"]
+    # Every attempt either applied or was recorded as a conflict.
+    assert len(attempts) == PROCESSES * CYCLES
+    assert len(applied) + len(conflicts) == len(attempts)
+    assert applied, "no write got through"
+
+    # The applied writes form one unbroken chain from the first version to what is on disk.
+    successor = {}
+    for e in applied:
+        assert e["expected"] not in successor, "two writes were based on the same version: one was lost"
+        successor[e["expected"]] = e["new"]
+    chain, version = [], first.version
+    while version in successor:
+        version = successor[version]
+        chain.append(version)
+    final = (store.memory_dir / FILE).read_bytes()
+    assert len(chain) == len(applied)
+    assert version == version_of(final)
+    text = final.decode()
+    assert all(e["line"] in text for e in applied)
+    assert not any(e["line"] in text for e in conflicts)
+
+    # Every conflict is on record, once, with the writer's proposed bytes.
+    records = {c.id: c for c in store.conflicts()}
+    assert set(records) == {e["id"] for e in conflicts}
+    for e in conflicts:
+        record = records[e["id"]]
+        assert record.expected_version == e["expected"] != record.disk_version
+        assert record.proposed.decode().endswith(e["line"])
+
+    # No temp file left behind, and no reader ever saw a partial file.
+    leftovers = [p.name for p in store.memory_dir.rglob("*.tmp")] + [
+        p.name for p in store.state_dir.rglob("*.tmp")
+    ]
+    assert leftovers == []
+    watched = json.loads((tmp_path / "watch.json").read_text())
+    assert watched["reads"] > 0 and watched["bad"] == 0
+    assert store.get(FILE).description == "raced on"
+    assert store.check_index().ok
+
+
+def test_sigkill_mid_write_leaves_old_or_new_bytes(store: MemoryStore, tmp_path: Path) -> None:
+    original = store.create(type="project", name="race", description="killed while writing")
+    a = "---\ndescription: version A\ntype: project\n---\n" + "a" * 400_000 + "\n"
+    b = "---\ndescription: version B\ntype: project\n---\n" + "b" * 400_000 + "\n"
+    (tmp_path / "a.md").write_text(a)
+    (tmp_path / "b.md").write_text(b)
+    allowed = {original.version, version_of(a.encode()), version_of(b.encode())}
+    path = store.memory_dir / FILE
+    rng = random.Random(7)
+    for _ in range(12):
+        proc = start(
+            "churn",
+            str(store.memory_dir),
+            str(tmp_path / "a.md"),
+            str(tmp_path / "b.md"),
+            stdout=subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.02, 0.3))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        assert version_of(path.read_bytes()) in allowed
+        assert store.get(FILE).description in {"killed while writing", "version A", "version B"}
+    # A killed writer's temp file is hidden and never taken for a memory; the lock is not stuck,
+    # and the next write of that memory clears the leftovers.
+    assert store.files() == [FILE]
+    current = store.read(FILE)
+    store.write(FILE, a.replace("version A", "after the kills"), expected_version=current.version)
+    assert store.get(FILE).description == "after the kills"
+    assert list(store.memory_dir.glob("*.tmp")) == []

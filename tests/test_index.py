@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sagemem import MemoryStore
+from sagemem.index import check, entries, entry_line, parse_entry, rebuild, upsert
+from sagemem.memory import parse_memory
+
+from .conftest import write_file
+
+
+def mem(file: str, name: str = "", description: str = "") -> object:
+    text = f"---\nname: {name}\ndescription: {description}\n---\n" if name or description else ""
+    return parse_memory(file, text.encode())
+
+
+def test_entry_line_format() -> None:
+    assert entry_line("project_x.md", "X", "does x") == "- [X](project_x.md) — does x"
+    assert entry_line("a.md", "a", "") == "- [a](a.md)"
+    long = "w" * 200
+    line = entry_line("a.md", "a", long)
+    assert line.endswith("…") and len(line.split(" — ", 1)[1]) == 120
+    assert entry_line("my file.md", "t [1]", "d") == "- [t \\[1\\]](<my file.md>) — d"
+
+
+def test_parse_entry_variants() -> None:
+    assert parse_entry("- [X](x.md) — hi").target == "x.md"
+    assert parse_entry("* [X]( x.md#part ) - hi").description == "hi"
+    assert parse_entry("  + [T](<my file.md>)").target == "my file.md"
+    assert parse_entry("- [T](my%20file.md)").target == "my file.md"
+    assert parse_entry("- [X](x.md) — -v flag").description == "-v flag"
+    for not_entry in ["See [X](x.md).", "- [site](https://x.md)", "- [A](archive/a.md)", "- [T](t.txt)"]:
+        assert parse_entry(not_entry) is None
+
+
+def test_upsert_appends_then_updates_in_place() -> None:
+    text = "# Memory\n\nMy notes about this project.\n\n## Team\n- [Other](other.md) — keep me\n"
+    a = mem("project_a.md", "A", "first")
+    once = upsert(text, a)
+    assert once == text + "- [A](project_a.md) — first\n"
+    assert upsert(once, a) == once
+    changed = upsert(once, mem("project_a.md", "A", "second"))
+    assert changed == text + "- [A](project_a.md) — second\n"
+
+
+def test_upsert_on_empty_index_adds_heading() -> None:
+    assert upsert("", mem("a.md", "A", "d")) == "# Memory\n\n- [A](a.md) — d\n"
+
+
+def test_upsert_keeps_crlf_and_missing_final_newline() -> None:
+    text = "# Memory\r\n- [B](b.md) — b"
+    out = upsert(text, mem("a.md", "A", "d"))
+    assert out == "# Memory\r\n- [B](b.md) — b\r\n- [A](a.md) — d\r\n"
+
+
+def test_check_and_rebuild() -> None:
+    memories = {
+        "a.md": mem("a.md", "A", "alpha"),
+        "b.md": mem("b.md", "B", "beta"),
+        "c.md": mem("c.md", "C", "gamma"),
+    }
+    text = (
+        "# Memory\n\nnotes stay\n"
+        "- [A](a.md) — alpha\n"
+        "- [Gone](gone.md) — deleted file\n"
+        "- [B](b.md) — old beta\n"
+        "- [A](A.md) — alpha\n"
+        "## More\n"
+    )
+    report = check(text, memories.keys(), memories)
+    assert [e.target for e in report.dangling] == ["gone.md"]
+    assert [e.line for e in report.duplicates] == [7]
+    assert [e.target for e in report.stale] == ["b.md"]
+    assert report.unlisted == ("c.md",)
+    assert not report.ok
+    fixed = rebuild(text, memories.keys(), memories)
+    assert fixed == (
+        "# Memory\n\nnotes stay\n- [A](a.md) — alpha\n- [B](b.md) — beta\n## More\n- [C](c.md) — gamma\n"
+    )
+    assert rebuild(fixed, memories.keys(), memories) == fixed
+    assert check(fixed, memories.keys(), memories).ok
+
+
+def test_rebuild_keeps_lines_of_unparseable_files_and_lists_them() -> None:
+    text = "- [Broken](broken.md) — whatever the person wrote\n"
+    out = rebuild(text, ["broken.md", "new.md"], {})
+    assert out == text + "- [new](new.md)\n"
+
+
+def test_entries_line_numbers() -> None:
+    assert [(e.line, e.target) for e in entries("# M\n\n- [a](a.md)\ntext\n- [b](b.md)\n")] == [
+        (3, "a.md"),
+        (5, "b.md"),
+    ]
+
+
+# -- real git: MEMORY.md merge=union ----------------------------------------------------------
+
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@e",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@e",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+}
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
+    )
+    assert done.returncode == 0 or not check, done.stderr
+    return done
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_union_merge_then_rebuild(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    store = MemoryStore(repo / ".sagemem" / "memory")
+    store.init(git=True)
+    git(repo, "init", "-q", "-b", "main")
+    base = store.create(type="project", name="base", description="the base memory")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+
+    git(repo, "checkout", "-qb", "side")
+    store.create(type="project", name="side", description="added on a branch")
+    store.update(base.file, expected_version=base.version, description="base, edited on side")
+    git(repo, "commit", "-qam", "side edits")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "side adds")
+
+    git(repo, "checkout", "-q", "main")
+    store.create(type="user", name="main", description="added on main")
+    store.update(base.file, expected_version=base.version, description="base, edited on main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "main edits")
+
+    # The memory file itself conflicts (both sides edited it): keep main's, as a person would.
+    merge = git(repo, "merge", "side", check=False)
+    assert "CONFLICT (content): Merge conflict in .sagemem/memory/project_base.md" in merge.stdout
+    git(repo, "checkout", "--ours", ".sagemem/memory/project_base.md")
+    index_text = (store.memory_dir / "MEMORY.md").read_text()
+    assert "<<<<<<<" not in index_text  # union merge took both sides' lines
+    assert index_text.count("(project_base.md)") == 2
+
+    report = store.check_index()
+    assert [e.target for e in report.duplicates] == ["project_base.md"]
+    assert store.rebuild_index() is True
+    assert store.check_index().ok
+    text = (store.memory_dir / "MEMORY.md").read_text()
+    assert text.count("(project_base.md)") == 1
+    assert "(project_side.md)" in text and "(user_main.md)" in text
+    assert "base, edited on main" in text
+    assert store.rebuild_index() is False
+
+
+def test_rebuild_only_rewrites_when_bytes_change(store: MemoryStore) -> None:
+    store.create(type="project", name="a", description="alpha")
+    index_path = store.memory_dir / "MEMORY.md"
+    os.utime(index_path, (1_000_000, 1_000_000))
+    assert store.rebuild_index() is False
+    assert index_path.stat().st_mtime == 1_000_000
+    write_file(store, "project_b.md", "---\ndescription: beta\n---\n")
+    assert store.rebuild_index() is True
+    assert "- [project_b](project_b.md) — beta" in index_path.read_text()

@@ -1,0 +1,68 @@
+"""Checks on the project itself: docs cover the commands, the Quick start matches CI,
+imports point one way and stay light."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from sagemem.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ROOT / "sagemem"
+FRONT_ENDS = {"cli"}  # modules that call the library and that the library never imports
+
+
+def test_every_command_is_documented() -> None:
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^## `([\w-]+)`", doc, re.MULTILINE))
+    assert headings == set(cli.commands)
+    for name, command in cli.commands.items():
+        assert command.help, name
+        if isinstance(command, click.Group):
+            for sub in command.commands:
+                assert f"sagemem {name} {sub}" in doc or f"sagemem {name} [{sub}]" in doc
+
+
+def test_quick_start_test_command_is_what_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```sh\n(.*?)\n```", quick, re.DOTALL)
+    assert len(commands) == 2
+    assert "fixtures/demo" in commands[0]
+    assert commands[1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_library_never_imports_its_front_ends() -> None:
+    for path in LIBRARY.glob("*.py"):
+        if path.stem in FRONT_ENDS or path.stem == "__main__":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert (node.module or "").split(".")[0] not in FRONT_ENDS, (
+                    f"{path.name} imports {node.module}"
+                )
+                for alias in node.names:
+                    assert node.module or alias.name not in FRONT_ENDS, f"{path.name} imports {alias.name}"
+
+
+def test_importing_the_package_is_light() -> None:
+    heavy = "('yaml', 'click', 'filelock')"
+    code = f"import sys, sagemem; print(' '.join(m for m in {heavy} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+def test_reading_memories_does_not_import_filelock() -> None:
+    code = (
+        "import sys; from sagemem import MemoryStore; "
+        f"MemoryStore({str(ROOT / 'fixtures' / 'demo')!r}).scan(); print('filelock' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
