@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
+import re
 import sys
 import unicodedata
+import warnings
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import SagememError
+from .errors import SagememError, SagememWarning
 from .names import TYPES
 from .text import split_lines
 
@@ -30,18 +33,28 @@ class _Failure(click.ClickException):
         self.exit_code = exit_code
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"sagemem: {self.format_message()}", err=True)
+        click.echo(f"sagemem: {_one_line(self.format_message())}", err=True)
 
 
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except SagememError as exc:
-            raise _Failure(str(exc), exc.exit_code) from exc
-        except OSError as exc:
-            where = f"{exc.filename}: " if exc.filename else ""
-            raise _Failure(f"{where}{exc.strerror or exc}", 1) from exc
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SagememWarning)
+            try:
+                return super().invoke(ctx)
+            except SagememError as exc:
+                raise _Failure(str(exc), exc.exit_code) from exc
+            except OSError as exc:
+                where = f"{exc.filename}: " if exc.filename else ""
+                raise _Failure(f"{where}{exc.strerror or exc}", 1) from exc
+            finally:
+                for warning in caught:
+                    if issubclass(warning.category, SagememWarning):
+                        click.echo(f"sagemem: warning: {_one_line(str(warning.message))}", err=True)
+                    else:
+                        warnings.showwarning(
+                            warning.message, warning.category, warning.filename, warning.lineno
+                        )
 
 
 class _Context:
@@ -62,6 +75,20 @@ class _Context:
         from .store import MemoryStore
 
         return MemoryStore.at(self.location)
+
+
+def _version(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise click.BadParameter(
+            f"{value!r} is not a version (64 hexadecimal digits, as `read --json` prints)"
+        )
+    return value
+
+
+def _finite(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter("must be a finite number")
+    return value
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -108,8 +135,9 @@ pass_ctx = click.make_pass_decorator(_Context)
 @cli.command()
 @click.option("--git", is_flag=True, help="Also write .gitattributes (LF endings, union merge of MEMORY.md).")
 @click.option("--project", is_flag=True, help="Create project memory in ./.sagemem/memory.")
+@json_option
 @pass_ctx
-def init(ctx: _Context, git: bool, project: bool) -> None:
+def init(ctx: _Context, git: bool, project: bool, as_json: bool) -> None:
     """Create the memory directory, MEMORY.md, the state dir and .gitignore. Idempotent.
 
     \b
@@ -123,6 +151,8 @@ def init(ctx: _Context, git: bool, project: bool) -> None:
 
         ctx.memory_dir = Path.cwd() / PROJECT_DIR
     changed = ctx.store.init(git=git)
+    if as_json:
+        return _print_json({"memory_dir": str(ctx.store.memory_dir), "changed": [str(p) for p in changed]})
     for path in changed:
         click.echo(f"created {path}" if path.is_dir() or path.name == "MEMORY.md" else f"updated {path}")
     if not changed:
@@ -148,10 +178,10 @@ def path(ctx: _Context, as_json: bool) -> None:
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--alias", "aliases", multiple=True, help="Another phrase this memory answers to (repeatable).")
 @click.option("--baseline", is_flag=True, help="Inject at the start of every session.")
-@click.option("--priority", type=float, default=0, help="Baseline priority; higher goes first.")
+@click.option("--priority", type=float, default=0, callback=_finite, help="Baseline priority; higher first.")
 @click.option("--file", "file", help="File name to use instead of <type>_<slug>.md.")
 @click.option("--body", help="Body text (else --body-file, else standard input).")
-@click.option("--body-file", type=click.File("r", encoding="utf-8"))
+@click.option("--body-file", type=click.Path(dir_okay=False, allow_dash=True), help="Body from a file.")
 @_with(writer_options)
 @json_option
 @pass_ctx
@@ -234,6 +264,10 @@ def read(ctx: _Context, file: str, lines: tuple[int, int] | None, as_json: bool)
     if lines:
         first, last = lines
         all_lines = split_lines(result.text)
+        if first > len(all_lines):
+            raise SagememError(
+                f"{result.file}: has {len(all_lines)} lines; --lines {first}-{last} is past the end"
+            )
         text = "".join(all_lines[first - 1 : last])
         last = min(last, len(all_lines))
     if as_json:
@@ -255,9 +289,13 @@ def read(ctx: _Context, file: str, lines: tuple[int, int] | None, as_json: bool)
 
 @cli.command()
 @click.argument("file")
-@click.option("--expected-version", help="Version the new content is based on (omit to create a new file).")
 @click.option(
-    "--content-file", type=click.File("r", encoding="utf-8"), help="New content (else standard input)."
+    "--expected-version",
+    callback=_version,
+    help="Version the new content is based on (omit to create a new file).",
+)
+@click.option(
+    "--content-file", type=click.Path(dir_okay=False, allow_dash=True), help="New content (else stdin)."
 )
 @_with(writer_options)
 @json_option
@@ -280,23 +318,25 @@ def write(
     Example:
         sagemem write project_deploy_flow.md --expected-version 3f2a... --content-file new.md
     """
-    content = content_file.read() if content_file else _stdin()
+    content = _read_text(content_file) if content_file else _stdin()
     memory = ctx.store.write(file, content, expected_version=expected_version, writer=writer, reason=reason)
     _print_written(memory, as_json)
 
 
 @cli.command()
 @click.argument("file")
-@click.option("--expected-version", required=True, help="Version the change is based on.")
+@click.option("--expected-version", required=True, callback=_version, help="Version the change is based on.")
 @click.option("--name")
 @click.option("--description")
 @click.option("--type", "type_", type=click.Choice(TYPES))
 @click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
 @click.option("--alias", "aliases", multiple=True, help="Replace the aliases (repeatable).")
 @click.option("--baseline/--no-baseline", default=None)
-@click.option("--priority", type=float, help="Baseline priority.")
+@click.option("--priority", type=float, callback=_finite, help="Baseline priority.")
 @click.option("--body", help="Replace the body.")
-@click.option("--body-file", type=click.File("r", encoding="utf-8"), help="Replace the body from a file.")
+@click.option(
+    "--body-file", type=click.Path(dir_okay=False, allow_dash=True), help="Replace the body from a file."
+)
 @_with(writer_options)
 @json_option
 @pass_ctx
@@ -333,7 +373,9 @@ def update(
         "baseline_priority": priority,
     }
     fields = {k: v for k, v in given.items() if v is not None}
-    new_body = body_file.read() if body_file else body
+    if body is not None and body_file is not None:
+        raise click.UsageError("give --body or --body-file, not both")
+    new_body = _read_text(body_file) if body_file else body
     memory = ctx.store.update(
         file, expected_version=expected_version, body=new_body, writer=writer, reason=reason, **fields
     )
@@ -374,6 +416,10 @@ def index_(ctx: _Context, mode: str, as_json: bool) -> None:
         if report.ok:
             click.echo("MEMORY.md is up to date")
     if not report.ok:
+        problems = len(report.dangling) + len(report.duplicates) + len(report.stale) + len(report.unlisted)
+        click.echo(
+            f"sagemem: MEMORY.md: {problems} problem(s); `sagemem index --rebuild` fixes them", err=True
+        )
         sys.exit(1)
 
 
@@ -466,12 +512,24 @@ def _print_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
-def _text(text: str | None, handle: Any) -> str:
+def _text(text: str | None, path: str | None) -> str:
+    if text is not None and path is not None:
+        raise click.UsageError("give --body or --body-file, not both")
     if text is not None:
         return text
-    if handle is not None:
-        return str(handle.read())
+    if path is not None:
+        return _read_text(path)
     return "" if sys.stdin.isatty() else _stdin()
+
+
+def _read_text(path: str) -> str:
+    if path == "-":
+        return _stdin()
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SagememError(f"{path}: is not valid UTF-8 (byte {exc.start})") from None
 
 
 def _stdin() -> str:
@@ -479,6 +537,10 @@ def _stdin() -> str:
         return sys.stdin.buffer.read().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SagememError(f"standard input is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n"))
 
 
 def _width(text: str) -> int:

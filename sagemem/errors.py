@@ -13,6 +13,10 @@ class SagememError(Exception):
     exit_code = 1
 
 
+class SagememWarning(UserWarning):
+    """Something went wrong after the work was done (the CLI prints it as a warning)."""
+
+
 class StoreNotFound(SagememError, FileNotFoundError):
     """The memory directory does not exist (run `sagemem init`)."""
 

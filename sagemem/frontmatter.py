@@ -138,11 +138,16 @@ def _dump(data: dict[str, Any], **style: Any) -> str:
 def set_keys(text: str, changes: Mapping[str, Any], file: str) -> str:
     """`text` with each top-level key in `changes` set (or removed, for `DELETE`), in place."""
     parts = split(text, file)
-    eol = parts.eol
     if not parts.has_frontmatter:
-        new = "".join(render_key(k, v) for k, v in changes.items() if v is not DELETE)
-        return f"---\n{new}---\n{parts.body}" if new else text
+        # Match the body's line endings, and keep a byte order mark at the very start.
+        eol = "\r\n" if "\r\n" in text.split("\n", 1)[0] + "\n" else "\n"
+        bom, body = ("\ufeff", text[1:]) if text.startswith("\ufeff") else ("", text)
+        new = "".join(render_key(k, v, eol) for k, v in changes.items() if v is not DELETE)
+        return f"{bom}---{eol}{new}---{eol}{body}" if new else text
+    eol = parts.eol
     original = parse(parts.matter, file)
+    # A key whose value would not change keeps its lines (block style, comments and all).
+    changes = {k: v for k, v in changes.items() if not _already(original, k, v)}
     lines = split_lines(parts.matter)
     blocks = _top_level_blocks(lines)
     out: list[str] = []
@@ -201,6 +206,12 @@ def set_nested(text: str, parent: str, key: str, value: Any, file: str) -> str:
     expected[parent] = {**original[parent], key: value}
     _verify(matter, expected, file)
     return parts.head + matter + parts.tail + parts.body
+
+
+def _already(original: Mapping[str, Any], key: str, value: Any) -> bool:
+    if value is DELETE:
+        return key not in original
+    return key in original and original[key] == value and type(original[key]) is type(value)
 
 
 def _verify(matter: str, expected: dict[str, Any], file: str) -> None:

@@ -3,7 +3,9 @@
 A write to an existing memory lands only if the file on disk is still the version the writer
 based it on; creating lands only if the file does not exist. Check and write happen under a
 per-file lock (`filelock`, in the state dir), so two sagemem processes cannot both pass the
-check. A refused write is not thrown away: it is recorded in `<state>/conflicts/<id>.json`
+check. The locks live beside the files they guard, in `<memory dir>/.sagemem/locks/`, not in
+the state dir: two processes that were given different state dirs still exclude each other.
+A refused write is not thrown away: it is recorded in `<state>/conflicts/<id>.json`
 with the bytes on disk and the bytes proposed, for a person to decide. The id is derived
 from (file, expected version, proposed bytes), so the same refused write reported twice is
 one record.
@@ -34,7 +36,10 @@ from .memory import version_of
 from .names import name_key
 
 LOCK_TIMEOUT = 30.0
+LOCK_DIR = Path(".sagemem") / "locks"
 _CONFLICT_ID = re.compile(r"\A[0-9a-f]{16}\Z")
+_RESOLVED_NAME = re.compile(r"\A[0-9a-f]{16}(-\d+)?\Z")
+_VERSION = re.compile(r"\A[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)
@@ -42,8 +47,9 @@ class Conflict:
     """A refused write, kept until a person resolves it.
 
     `disk` is what was on disk when the write was refused (None if the file was missing);
-    `proposed` is what the writer wanted to write. `resolution` is None while the conflict is
-    open, then "disk" or "proposed".
+    `proposed` is what the writer wanted to write (None when a field change could not be
+    applied to the file as it is now; `reason` then says what was asked). `resolution` is
+    None while the conflict is open, then "disk" or "proposed".
     """
 
     id: str
@@ -51,7 +57,7 @@ class Conflict:
     expected_version: str | None
     disk_version: str | None
     disk: bytes | None
-    proposed: bytes
+    proposed: bytes | None
     created: str
     writer: str
     reason: str
@@ -64,7 +70,7 @@ class Conflict:
             "file": self.file,
             "expected_version": self.expected_version,
             "disk_version": self.disk_version,
-            "proposed_version": version_of(self.proposed),
+            "proposed_version": None if self.proposed is None else version_of(self.proposed),
             "created": self.created,
             "writer": self.writer,
             "reason": self.reason,
@@ -83,7 +89,7 @@ class Conflict:
             expected_version=data.get("expected_version"),
             disk_version=data.get("disk_version"),
             disk=_decode(data, "disk"),
-            proposed=_decode(data, "proposed") or b"",
+            proposed=_decode(data, "proposed"),
             created=data.get("created", ""),
             writer=data.get("writer", ""),
             reason=data.get("reason", ""),
@@ -92,14 +98,21 @@ class Conflict:
         )
 
 
-def conflict_id(file: str, expected: str | None, proposed: bytes) -> str:
+def conflict_id(file: str, expected: str | None, proposed: bytes | None) -> str:
     digest = hashlib.sha256(f"{name_key(file)}\0{expected or ''}\0".encode())
-    digest.update(proposed)
+    digest.update(b"\0none" if proposed is None else proposed)
     return digest.hexdigest()[:16]
 
 
+def check_version(version: str) -> str:
+    """A version must be a whole sha256 in hex; anything else is a mistake, not a conflict."""
+    if not isinstance(version, str) or not _VERSION.match(version):
+        raise SagememError(f"{version!r} is not a version (64 hexadecimal digits, as `read --json` prints)")
+    return version
+
+
 @contextmanager
-def file_lock(state_dir: Path, path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     """Hold the cross-process lock for one file of the memory dir (a memory, or MEMORY.md).
 
     While it is held nobody else writes that file, so temp files left for it by a killed
@@ -107,7 +120,7 @@ def file_lock(state_dir: Path, path: Path) -> Iterator[None]:
     """
     import filelock  # imported here: only writers pay for it
 
-    locks = state_dir / "locks"
+    locks = path.parent / LOCK_DIR
     locks.mkdir(parents=True, exist_ok=True)
     try:
         with filelock.FileLock(str(locks / f"{name_key(path.name)}.lock"), timeout=LOCK_TIMEOUT):
@@ -134,7 +147,7 @@ def guarded_write(
     Returns the new version. On a mismatch the attempt is recorded and `VersionConflict` is
     raised; nothing on disk changes. Identical bytes are not rewritten.
     """
-    with file_lock(state_dir, path):
+    with file_lock(path):
         try:
             current: bytes | None = read_bytes(path)
         except MemoryNotFound:
@@ -154,12 +167,24 @@ def guarded_write(
     return version_of(data)
 
 
+def refuse_if_changed(path: Path, expected: str | None, state_dir: Path, writer: str, reason: str) -> None:
+    """Record and raise a conflict without proposed content if `path` is no longer `expected`
+    (for a change that could not even be computed on what is on disk now)."""
+    try:
+        disk: bytes | None = read_bytes(path)
+    except MemoryNotFound:
+        disk = None
+    actual = None if disk is None else version_of(disk)
+    if actual != expected:
+        raise _refuse(path.name, expected, actual, disk, None, state_dir, writer, reason)
+
+
 def _refuse(
     file: str,
     expected: str | None,
     actual: str | None,
     disk: bytes | None,
-    proposed: bytes,
+    proposed: bytes | None,
     state_dir: Path,
     writer: str,
     reason: str,
@@ -186,7 +211,8 @@ def list_conflicts(state_dir: Path, *, resolved: bool = False) -> list[Conflict]
     folder = _conflicts_dir(state_dir) / ("resolved" if resolved else "")
     if not folder.is_dir():
         return []
-    found = [_load(p) for p in folder.glob("*.json") if _CONFLICT_ID.match(p.stem)]
+    pattern = _RESOLVED_NAME if resolved else _CONFLICT_ID
+    found = [_load(p) for p in folder.glob("*.json") if pattern.match(p.stem)]
     return sorted(found, key=lambda c: (c.created, c.id))
 
 
@@ -201,11 +227,16 @@ def load_conflict(state_dir: Path, cid: str) -> Conflict:
 
 
 def close_conflict(state_dir: Path, conflict: Conflict, resolution: str) -> Conflict:
-    """Move an open conflict to `conflicts/resolved/`, stamped with how it was resolved."""
+    """Move an open conflict to `conflicts/resolved/`, stamped with how it was resolved. The same
+    refused write can come back and be resolved again: each resolution keeps its own record."""
     done = Conflict(**{**conflict.__dict__, "resolution": resolution, "resolved_at": _now()})
     folder = _conflicts_dir(state_dir) / "resolved"
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / f"{conflict.id}.json", _dump(done))
+    target, n = folder / f"{conflict.id}.json", 1
+    while target.exists():
+        n += 1
+        target = folder / f"{conflict.id}-{n}.json"
+    write_atomic(target, _dump(done), create_only=True)
     os.unlink(_conflicts_dir(state_dir) / f"{conflict.id}.json")
     return done
 

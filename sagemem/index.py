@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from .memory import Memory
-from .names import name_key
+from .names import is_reserved, name_key
 from .text import split_lines
 
 HEADING = "# Memory\n\n"
@@ -24,6 +24,8 @@ _ENTRY = re.compile(
     r"^(?P<prefix>[ \t]*[-*+][ \t]+)\[(?P<title>(?:\\.|[^\]\\\n])*)\]"
     r"\([ \t]*(?:<(?P<angle>[^>\n]*)>|(?P<bare>[^)\s]*))[ \t]*\)(?P<rest>[^\r\n]*)"
 )
+# Characters a link target cannot carry as they are: written percent-encoded.
+_TARGET_SPECIAL = frozenset("%#<>()[]")
 _SEPARATOR = re.compile(r"\A\s*(?:[—–:-]\s*)?")
 
 
@@ -71,8 +73,8 @@ class IndexReport:
 
 def entry_line(file: str, title: str, description: str) -> str:
     """The canonical index line for a memory (without line ending)."""
-    title = " ".join(title.split()).replace("[", "\\[").replace("]", "\\]")
-    target = f"<{file}>" if re.search(r"[\s()<>]", file) else file
+    title = _escape_title(" ".join(title.split()))
+    target = "".join(quote(c, safe="") if c in _TARGET_SPECIAL or c.isspace() else c for c in file)
     description = _cut(" ".join(description.split()))
     return f"- [{title}]({target})" + (f" — {description}" if description else "")
 
@@ -82,18 +84,24 @@ def line_for(memory: Memory) -> str:
 
 
 def parse_entry(line: str, number: int = 0) -> Entry | None:
+    """The entry on `line`, or None if the line is not an index line.
+
+    Links with an `#anchor`, into sub-directories, with a scheme, or to the reserved files
+    (`session-log.md`) are the person's own references, not index lines.
+    """
     found = _ENTRY.match(line)
     if not found:
         return None
-    target = unquote(found.group("angle") if found.group("angle") is not None else found.group("bare"))
-    target = target.split("#", 1)[0].strip()
-    if not target.lower().endswith(".md") or "/" in target or "\\" in target:
+    raw = found.group("angle") if found.group("angle") is not None else found.group("bare")
+    if "#" in raw:
         return None
-    title = re.sub(r"\\(.)", r"\1", found.group("title"))
+    target = unquote(raw.strip())
+    if not target.lower().endswith(".md") or "/" in target or "\\" in target or is_reserved(target):
+        return None
     return Entry(
         line=number,
         target=target,
-        title=title,
+        title=re.sub(r"\\(.)", r"\1", found.group("title")),
         description=_SEPARATOR.sub("", found.group("rest")).strip(),
         text=line.rstrip("\r\n"),
     )
@@ -107,20 +115,14 @@ def entries(text: str) -> list[Entry]:
 def check(text: str, files: Iterable[str], memories: Mapping[str, Memory]) -> IndexReport:
     """Compare the index with the live memory `files` (`memories`: the parsed ones, by name_key)."""
     live = {name_key(f): f for f in files}
-    seen: set[str] = set()
-    dangling, duplicates, stale = [], [], []
-    for entry in entries(text):
-        key = name_key(entry.target)
-        if key not in live:
-            dangling.append(entry)
-        elif key in seen:
-            duplicates.append(entry)
-        else:
-            seen.add(key)
-            if key in memories and _is_stale(entry, memories[key]):
-                stale.append(entry)
-    unlisted = sorted((f for k, f in live.items() if k not in seen), key=name_key)
-    return IndexReport(tuple(dangling), tuple(duplicates), tuple(unlisted), tuple(stale))
+    roles = _roles(entries(text), live, memories)
+    found = {name_key(e.target) for e, role in roles.values() if role in ("entry", "stale")}
+
+    def pick(role: str) -> tuple[Entry, ...]:
+        return tuple(e for e, r in roles.values() if r == role)
+
+    unlisted = sorted((f for k, f in live.items() if k not in found), key=name_key)
+    return IndexReport(pick("dangling"), pick("duplicate"), tuple(unlisted), pick("stale"))
 
 
 def rebuild(text: str, files: Iterable[str], memories: Mapping[str, Memory]) -> str:
@@ -128,20 +130,16 @@ def rebuild(text: str, files: Iterable[str], memories: Mapping[str, Memory]) -> 
     unlisted memories appended in name order. Deterministic, and the identity on a healthy index."""
     live = {name_key(f): f for f in files}
     eol = _eol(text)
-    seen: set[str] = set()
+    roles = _roles(entries(text), live, memories)
     out: list[str] = []
     for number, line in enumerate(split_lines(text), 1):
-        entry = parse_entry(line, number)
-        if entry is None:
+        entry, role = roles.get(number, (None, "text"))
+        if role == "stale" and entry is not None:
+            out.append(_refresh(line, memories[name_key(entry.target)], eol))
+        elif role not in ("dangling", "duplicate"):
             out.append(line)
-            continue
-        key = name_key(entry.target)
-        if key not in live or key in seen:
-            continue
-        seen.add(key)
-        memory = memories.get(key)
-        out.append(_refresh(line, memory, eol) if memory and _is_stale(entry, memory) else line)
-    missing = sorted((f for k, f in live.items() if k not in seen), key=name_key)
+    found = {name_key(e.target) for e, role in roles.values() if role in ("entry", "stale")}
+    missing = sorted((f for k, f in live.items() if k not in found), key=name_key)
     lines = [
         line_for(memories[name_key(f)]) if name_key(f) in memories else entry_line(f, f[:-3], "")
         for f in missing
@@ -152,15 +150,47 @@ def rebuild(text: str, files: Iterable[str], memories: Mapping[str, Memory]) -> 
 def upsert(text: str, memory: Memory) -> str:
     """The index with `memory`'s entry brought up to date in place, or appended if it has none."""
     key = name_key(memory.file)
-    lines = split_lines(text)
-    for i, line in enumerate(lines):
-        entry = parse_entry(line)
-        if entry and name_key(entry.target) == key:
-            if _is_stale(entry, memory):
-                lines[i] = _refresh(line, memory, _eol(text))
-                return "".join(lines)
+    mine = [e for e in entries(text) if name_key(e.target) == key]
+    roles = _roles(mine, {key: memory.file}, {key: memory})
+    for entry, role in roles.values():
+        if role == "stale":
+            lines = split_lines(text)
+            lines[entry.line - 1] = _refresh(lines[entry.line - 1], memory, _eol(text))
+            return "".join(lines)
+        if role == "entry":
             return text
     return _append(text, [line_for(memory)], _eol(text))
+
+
+def _roles(
+    found: Iterable[Entry], live: Mapping[str, str], memories: Mapping[str, Memory]
+) -> dict[int, tuple[Entry, str]]:
+    """What each index line is, by line number: the `entry` of a memory (or `stale` if it needs
+    refreshing), a `dangling` line, a `duplicate` of the entry, or the person's own `note`.
+
+    A memory's entry is its first line carrying the memory's title (else its first line);
+    later lines with that same title are duplicates, as a git union merge leaves them, and
+    lines with another title are the person's annotations, kept as they are.
+    """
+    roles: dict[int, tuple[Entry, str]] = {}
+    groups: dict[str, list[Entry]] = {}
+    for e in found:
+        key = name_key(e.target)
+        if key in live:
+            groups.setdefault(key, []).append(e)
+        else:
+            roles[e.line] = (e, "dangling")
+    for key, group in groups.items():
+        memory = memories.get(key)
+        title = " ".join(memory.title.split()) if memory else None
+        chosen = next((e for e in group if e.title == title), group[0])
+        for e in group:
+            if e is chosen:
+                role = "stale" if memory and _is_stale(e, memory) else "entry"
+            else:
+                role = "duplicate" if e.title == chosen.title else "note"
+            roles[e.line] = (e, role)
+    return roles
 
 
 def _is_stale(entry: Entry, memory: Memory) -> bool:
@@ -173,6 +203,10 @@ def _refresh(line: str, memory: Memory, eol: str) -> str:
     found = _ENTRY.match(line)
     prefix = found.group("prefix") if found else "- "
     return prefix + line_for(memory)[2:] + eol
+
+
+def _escape_title(title: str) -> str:
+    return re.sub(r"([\\\[\]])", r"\\\1", title)
 
 
 def _append(text: str, lines: list[str], eol: str) -> str:

@@ -17,7 +17,18 @@ from .text import to_lf
 
 MAX_TAGS, MAX_TAG_CHARS = 20, 40
 MAX_ALIASES, MAX_ALIAS_CHARS = 24, 60
-KNOWN_KEYS = ("name", "description", "type", "tags", "aliases", "baseline", "baselinePriority", "updated")
+# The frontmatter keys sagemem interprets, by the `Memory` field that holds each.
+FIELD_KEYS = {
+    "name": "name",
+    "description": "description",
+    "type": "type",
+    "tags": "tags",
+    "aliases": "aliases",
+    "baseline": "baseline",
+    "baseline_priority": "baselinePriority",
+    "updated": "updated",
+}
+KNOWN_KEYS = tuple(FIELD_KEYS.values())
 
 
 def version_of(data: bytes) -> str:
@@ -50,6 +61,9 @@ class Memory:
     version: str
     size: int
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __hash__(self) -> int:
+        return hash((self.file, self.version))
 
     @property
     def title(self) -> str:

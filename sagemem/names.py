@@ -15,7 +15,8 @@ from .errors import InvalidName
 INDEX_NAME = "MEMORY.md"
 # Files that live in the memory directory but are never memories.
 RESERVED = frozenset({"memory.md", "session-log.md"})
-MAX_NAME_BYTES = 255
+# File systems allow 255 bytes; the temp and lock files made beside a memory need the rest.
+MAX_NAME_BYTES = 200
 MAX_SLUG_CHARS = 60
 TYPES = ("user", "feedback", "project", "reference")
 
@@ -31,7 +32,7 @@ def is_reserved(name: str) -> bool:
     return name_key(name) in RESERVED
 
 
-def check_name(name: object, *, allow_reserved: bool = False) -> str:
+def check_name(name: object) -> str:
     """Return `name` if it is a safe memory file name, else raise `InvalidName` naming the rule."""
     if not isinstance(name, str) or not name:
         raise InvalidName(str(name), "must be a non-empty string")
@@ -49,7 +50,7 @@ def check_name(name: object, *, allow_reserved: bool = False) -> str:
         raise InvalidName(name, "must end in '.md'")
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
         raise InvalidName(name, f"must be at most {MAX_NAME_BYTES} bytes long")
-    if not allow_reserved and is_reserved(name):
+    if is_reserved(name):
         raise InvalidName(name, "is reserved (MEMORY.md and session-log.md are not memories)")
     return name
 

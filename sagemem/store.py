@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,26 +17,15 @@ from typing import Any
 
 from . import frontmatter, guard, index
 from .config import STATE_DIR_NAME, Location
-from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, StoreNotFound
+from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
 from .files import read_bytes, write_atomic
 from .guard import Conflict
-from .memory import Memory, decode, parse_memory, render_new, validate_for_write, version_of
+from .memory import FIELD_KEYS, Memory, decode, parse_memory, render_new, validate_for_write, version_of
 from .names import INDEX_NAME, TYPES, check_name, is_reserved, name_key, new_file_name
 from .text import to_lf
 
 GITIGNORE_LINES = (".sagemem/", ".*.tmp")
 GITATTRIBUTES_LINES = ("*.md text eol=lf", "MEMORY.md merge=union")
-# Python keyword -> frontmatter key, for `update`.
-FIELD_KEYS = {
-    "name": "name",
-    "description": "description",
-    "type": "type",
-    "tags": "tags",
-    "aliases": "aliases",
-    "baseline": "baseline",
-    "baseline_priority": "baselinePriority",
-    "updated": "updated",
-}
 
 
 @dataclass(frozen=True)
@@ -108,8 +98,12 @@ class MemoryStore:
                 folder.mkdir(parents=True)
                 changed.append(folder)
         if self._index_path() is None:
-            write_atomic(self.memory_dir / INDEX_NAME, index.HEADING.encode("utf-8"), create_only=True)
-            changed.append(self.memory_dir / INDEX_NAME)
+            with guard.file_lock(self.memory_dir / INDEX_NAME):
+                if self._index_path() is None:
+                    write_atomic(
+                        self.memory_dir / INDEX_NAME, index.HEADING.encode("utf-8"), create_only=True
+                    )
+                    changed.append(self.memory_dir / INDEX_NAME)
         wanted = [(".gitignore", GITIGNORE_LINES)] + (
             [(".gitattributes", GITATTRIBUTES_LINES)] if git else []
         )
@@ -216,6 +210,8 @@ class MemoryStore:
         Line endings are written as LF. Refused with `VersionConflict` (and recorded) unless the
         file on disk is still `expected_version`."""
         check_name(file)
+        if expected_version is not None:
+            guard.check_version(expected_version)
         self._require()
         text = decode(file, content) if isinstance(content, bytes) else content
         return self._write(self._existing_name(file), text, expected_version, writer, reason)
@@ -237,14 +233,22 @@ class MemoryStore:
         unknown = set(fields) - set(FIELD_KEYS)
         if unknown:
             raise SagememError(f"unknown field(s): {', '.join(sorted(unknown))}")
-        # On a version mismatch the change is still computed, on what is on disk now, so that the
-        # guard records something a person can accept with one `conflicts resolve --keep proposed`.
-        current = self.read(file)
+        guard.check_version(expected_version)
         if not fields and body is None:
-            return current.memory or self.get(current.file)
+            return self.get(file)
         fields.setdefault("updated", dt.date.today())
         changes = {FIELD_KEYS[k]: (frontmatter.DELETE if v is None else _plain(v)) for k, v in fields.items()}
-        text = self._set_fields(current.file, current.text, changes)
+        # On a version mismatch the change is still computed, on what is on disk now, so that the
+        # guard records something a person can accept with one `conflicts resolve --keep proposed`.
+        file = self._existing_name(check_name(file))
+        try:
+            current = self.read(file)
+            text = self._set_fields(current.file, current.text, changes)
+        except (MemoryNotFound, InvalidMemory) as exc:
+            requested = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+            why = f"{reason} (requested {requested}; could not be applied: {exc})".strip()
+            guard.refuse_if_changed(self.memory_dir / file, expected_version, self.state_dir, writer, why)
+            raise
         if body is not None:
             parts = frontmatter.split(text, current.file)
             body = to_lf(body).replace("\n", parts.eol)
@@ -259,7 +263,7 @@ class MemoryStore:
 
     def rebuild_index(self) -> bool:
         """Fix the index deterministically; True if MEMORY.md changed (it is rewritten only then)."""
-        with guard.file_lock(self.state_dir, self._index_path() or self.memory_dir / INDEX_NAME):
+        with guard.file_lock(self._index_path() or self.memory_dir / INDEX_NAME):
             scan = self.scan()
             old = self._index_text()
             new = index.rebuild(old, scan.files, _by_key(scan.memories))
@@ -282,6 +286,11 @@ class MemoryStore:
             raise SagememError(f"keep must be 'disk' or 'proposed' (got {keep!r})")
         conflict = self.conflict(conflict_id)
         if keep == "proposed":
+            if conflict.proposed is None:
+                raise SagememError(
+                    f"conflict {conflict.id} has no content to write (the change could not be "
+                    "applied to the file); keep disk, then make the change again"
+                )
             self._write(
                 conflict.file,
                 decode(conflict.file, conflict.proposed),
@@ -348,11 +357,14 @@ class MemoryStore:
             reason=reason,
         )
         try:
-            self._upsert_index(memory)
+            self._upsert_index(file)
         except (SagememError, OSError) as exc:
-            raise SagememError(
-                f"{file} was written (version {version}), but MEMORY.md could not be updated: {exc}"
-            ) from exc
+            # The memory is safely written; failing now would invite a retry that conflicts.
+            warnings.warn(
+                f"{file} was written (version {version}), but MEMORY.md could not be updated: {exc}",
+                SagememWarning,
+                stacklevel=3,
+            )
         return memory
 
     def _set_fields(self, file: str, text: str, changes: dict[str, Any]) -> str:
@@ -390,8 +402,14 @@ class MemoryStore:
         path = self._index_path() or self.memory_dir / INDEX_NAME
         write_atomic(path, text.encode("utf-8"))
 
-    def _upsert_index(self, memory: Memory) -> None:
-        with guard.file_lock(self.state_dir, self._index_path() or self.memory_dir / INDEX_NAME):
+    def _upsert_index(self, file: str) -> None:
+        """Bring `file`'s index line up to date from the file as it is on disk now: a writer that
+        lost the race for the index must not put back what another writer replaced."""
+        with guard.file_lock(self._index_path() or self.memory_dir / INDEX_NAME):
+            try:
+                memory = parse_memory(file, read_bytes(self.memory_dir / file))
+            except (MemoryNotFound, InvalidMemory):
+                return
             old = self._index_text()
             new = index.upsert(old, memory)
             if new != old:

@@ -93,12 +93,10 @@ def test_new_read_write_cycle(mem: str) -> None:
     data = json.loads(run(["--dir", mem, "read", file, "--lines", "10-99", "--json"])[1])
     assert data["lines"] == [10, 10] and data["text"] == "Run make deploy.\n"
 
-    new_text = data["text"]
     content = Path(mem, file).read_text().replace("How we deploy", "How we deploy, v2")
     code, out, _ = run(["--dir", mem, "write", file, "--expected-version", version], input=content)
     assert code == 0 and out.split()[0] == file and out.split()[1] != version
     assert "v2" in Path(mem, "MEMORY.md").read_text()
-    assert new_text
 
     # The old version again: exit 3, conflict id on stderr, nothing written.
     code, out, err = run(["--dir", mem, "write", file, "--expected-version", version], input="---\n---\nx\n")
@@ -187,8 +185,9 @@ def test_index_check_and_rebuild(mem: str) -> None:
     Path(mem, "project_b.md").write_text("---\ndescription: beta\n---\n")
     with open(Path(mem, "MEMORY.md"), "a") as handle:
         handle.write("- [Gone](gone.md) — removed\n")
-    code, out, _ = run(["--dir", mem, "index", "--check"])
+    code, out, err = run(["--dir", mem, "index", "--check"])
     assert code == 1 and "dangling: line 4" in out and "unlisted: project_b.md" in out
+    assert err == "sagemem: MEMORY.md: 2 problem(s); `sagemem index --rebuild` fixes them\n"
     report = json.loads(run(["--dir", mem, "index", "--json"])[1])
     assert report["ok"] is False and report["unlisted"] == ["project_b.md"]
     assert run(["--dir", mem, "index", "--rebuild"])[1] == "MEMORY.md rebuilt\n"
@@ -202,7 +201,14 @@ def test_index_check_and_rebuild(mem: str) -> None:
         (["read", "nope.md"], 1, "nope.md: no such memory"),
         (["read", "../etc.md"], 1, "invalid memory file name: must be a single path segment"),
         (["read", "MEMORY.md"], 1, "is reserved"),
-        (["write", "x.md", "--expected-version", "abc"], 1, "x.md: frontmatter is not valid YAML"),
+        (["write", "x.md", "--expected-version", "0" * 64], 1, "x.md: frontmatter is not valid YAML"),
+        (["write", "x.md", "--expected-version", "abc"], 2, "is not a version"),
+        (["new", "--type", "user", "--name", "x", "--description", "d", "--priority", "nan"], 2, "finite"),
+        (
+            ["new", "--type", "user", "--name", "x", "--description", "d", "--body", "b", "--body-file", "-"],
+            2,
+            "not both",
+        ),
         (["conflicts", "show", "0123456789abcdef"], 1, "no such conflict"),
         (["read", "x.md", "--lines", "5-2"], 2, "need 1 <= A <= B"),
         (["new", "--type", "diary", "--name", "x", "--description", "d"], 2, "diary"),
@@ -222,11 +228,45 @@ def test_missing_memory_dir(tmp_path: Path) -> None:
     assert code == 1 and "run `sagemem init`" in err
 
 
-def test_bad_input_changes_nothing_on_disk(mem: str) -> None:
+def test_bad_input_changes_nothing_on_disk(mem: str, tmp_path: Path) -> None:
     before = {p: p.read_bytes() for p in Path(mem).rglob("*") if p.is_file()}
-    run(["--dir", mem, "write", "new.md"], input="---\ntags: [" + ",".join(["t"] * 30) + "]\n---\n")
-    run(["--dir", mem, "new", "--type", "user", "--name", "x", "--description", "d", "--file", "a/b.md"])
+    code, _, err = run(
+        ["--dir", mem, "write", "new.md"], input="---\ntags: [" + ",".join(["t"] * 30) + "]\n---\n"
+    )
+    assert code == 1 and "tags: at most 20" in err
+    code, _, err = run(
+        ["--dir", mem, "new", "--type", "user", "--name", "x", "--description", "d", "--file", "a/b.md"]
+    )
+    assert code == 1 and "single path segment" in err
+    latin1 = tmp_path / "latin1.md"
+    latin1.write_bytes("---\ndescription: caf\xe9\n---\n".encode("latin-1"))
+    code, _, err = run(["--dir", mem, "write", "new.md", "--content-file", str(latin1)])
+    assert code == 1 and err == f"sagemem: {latin1}: is not valid UTF-8 (byte 20)\n"
+    code, _, err = run(
+        ["--dir", mem, "new", "--type", "user", "--name", "a\nb", "--description", "d", "--file", "x\ny.md"]
+    )
+    assert code == 1 and err.count("\n") == 1
     assert {p: p.read_bytes() for p in Path(mem).rglob("*") if p.is_file()} == before
+
+
+def test_lines_past_the_end(mem: str) -> None:
+    run(["--dir", mem, "new", "--type", "user", "--name", "u", "--description", "d", "--body", "b"])
+    code, _, err = run(["--dir", mem, "read", "user_u.md", "--lines", "20-30", "--json"])
+    assert code == 1 and "has 8 lines" in err
+
+
+def test_write_still_succeeds_when_the_index_cannot_be_updated(mem: str) -> None:
+    Path(mem, "MEMORY.md").write_bytes(b"# \xff not utf-8\n")
+    code, out, err = run(["--dir", mem, "new", "--type", "user", "--name", "u", "--description", "d"])
+    assert code == 0 and out.startswith("user_u.md ")
+    assert err.startswith("sagemem: warning: user_u.md was written") and "MEMORY.md" in err
+    assert Path(mem, "user_u.md").is_file()
+
+
+def test_init_json(tmp_path: Path) -> None:
+    data = json.loads(run(["--dir", str(tmp_path / "m"), "init", "--json"])[1])
+    assert data["memory_dir"] == str(tmp_path / "m") and len(data["changed"]) == 4
+    assert json.loads(run(["--dir", str(tmp_path / "m"), "init", "--json"])[1])["changed"] == []
 
 
 def test_demo_directory_lists() -> None:

@@ -7,7 +7,6 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sagemem import frontmatter
 from sagemem.errors import InvalidMemory
 from sagemem.frontmatter import DELETE, parse, render_key, set_keys, set_nested, split
 
@@ -173,7 +172,10 @@ def test_values_that_need_quotes_are_quoted() -> None:
 
 # -- property tests --------------------------------------------------------------------------
 
-keys = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_-]{0,12}", fullmatch=True)
+keys = st.one_of(
+    st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_-]{0,12}", fullmatch=True),
+    st.text(st.characters(whitelist_categories=("L",)), min_size=1, max_size=6),
+)
 scalars = st.one_of(
     st.text(max_size=40),
     st.integers(min_value=-(10**9), max_value=10**9),
@@ -234,10 +236,6 @@ def test_setting_the_same_value_twice_is_stable(doc: Doc, key: str) -> None:
     assert set_keys(once, {key: "v"}, "x.md") == once
 
 
-def test_module_constant() -> None:
-    assert frontmatter.MAX_FRONTMATTER_BYTES == 64 * 1024
-
-
 @pytest.mark.parametrize("value", ["a\n---\nb", "a\n...\nb", "---", "x\n\n\n  y\n"])
 def test_values_that_look_like_fences_stay_inside(value: str) -> None:
     text = "---\nname: n\n---\nbody\n"
@@ -245,3 +243,36 @@ def test_values_that_look_like_fences_stay_inside(value: str) -> None:
     parts = split(new, "x.md")
     assert parse(parts.matter, "x.md") == {"name": "n", "description": value}
     assert parts.body == "body\n"
+
+
+HAND_WRITTEN = """---
+name: deploy   # short name
+tags:
+  - deploy   # why this tag
+  # - retired-tag
+  - ci
+aliases: [ship, release]
+description: >-
+  folded text
+  over lines
+---
+body
+"""
+
+
+def test_unchanged_values_keep_their_hand_written_lines() -> None:
+    new = set_keys(
+        HAND_WRITTEN, {"tags": ["deploy", "ci"], "aliases": ["ship", "release"], "name": "x"}, "x.md"
+    )
+    assert new == HAND_WRITTEN.replace("name: deploy   # short name", "name: x")
+    assert (
+        set_keys(HAND_WRITTEN, {"gone": DELETE, "description": "folded text over lines"}, "x.md")
+        == HAND_WRITTEN
+    )
+
+
+def test_new_frontmatter_follows_the_files_line_endings_and_bom() -> None:
+    assert (
+        set_keys("\ufeffbody\r\nmore\r\n", {"name": "n"}, "x.md")
+        == "\ufeff---\r\nname: n\r\n---\r\nbody\r\nmore\r\n"
+    )

@@ -6,10 +6,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sagemem import MemoryStore
+from sagemem import index as index_module
 from sagemem.index import check, entries, entry_line, parse_entry, rebuild, upsert
 from sagemem.memory import parse_memory
+from sagemem.names import RESERVED, name_key
 
 from .conftest import write_file
 
@@ -25,16 +29,23 @@ def test_entry_line_format() -> None:
     long = "w" * 200
     line = entry_line("a.md", "a", long)
     assert line.endswith("…") and len(line.split(" — ", 1)[1]) == 120
-    assert entry_line("my file.md", "t [1]", "d") == "- [t \\[1\\]](<my file.md>) — d"
+    assert entry_line("my file.md", "t [1]", "d") == "- [t \\[1\\]](my%20file.md) — d"
 
 
 def test_parse_entry_variants() -> None:
     assert parse_entry("- [X](x.md) — hi").target == "x.md"
-    assert parse_entry("* [X]( x.md#part ) - hi").description == "hi"
+    assert parse_entry("* [X]( x.md ) - hi").description == "hi"
     assert parse_entry("  + [T](<my file.md>)").target == "my file.md"
     assert parse_entry("- [T](my%20file.md)").target == "my file.md"
     assert parse_entry("- [X](x.md) — -v flag").description == "-v flag"
-    for not_entry in ["See [X](x.md).", "- [site](https://x.md)", "- [A](archive/a.md)", "- [T](t.txt)"]:
+    for not_entry in [
+        "See [X](x.md).",
+        "- [site](https://x.md)",
+        "- [A](archive/a.md)",
+        "- [T](t.txt)",
+        "- [Setup](readme.md#setup)",
+        "- [Log](session-log.md)",
+    ]:
         assert parse_entry(not_entry) is None
 
 
@@ -90,6 +101,57 @@ def test_rebuild_keeps_lines_of_unparseable_files_and_lists_them() -> None:
     text = "- [Broken](broken.md) — whatever the person wrote\n"
     out = rebuild(text, ["broken.md", "new.md"], {})
     assert out == text + "- [new](new.md)\n"
+
+
+def test_rebuild_keeps_the_persons_own_lines() -> None:
+    memories = {"a.md": mem("a.md", "A", "alpha")}
+    text = (
+        "# Memory\n"
+        "- [A](a.md) — alpha\n"
+        "## My notes\n"
+        "- [the session log](session-log.md) — where the journal is\n"
+        "- [A, setup part](a.md#setup) — read this first\n"
+        "- [deploy caveat](a.md) — see the second paragraph\n"
+    )
+    report = check(text, memories.keys(), memories)
+    assert report.ok
+    assert rebuild(text, memories.keys(), memories) == text
+
+
+def test_annotation_before_the_entry_is_not_mistaken_for_it() -> None:
+    memories = {"a.md": mem("a.md", "A", "alpha v2")}
+    text = "- [read me first](a.md) — my note\n- [A](a.md) — alpha\n- [A](a.md) — alpha, old merge side\n"
+    report = check(text, memories.keys(), memories)
+    assert [e.line for e in report.stale] == [2]
+    assert [e.line for e in report.duplicates] == [3]
+    assert (
+        rebuild(text, memories.keys(), memories)
+        == "- [read me first](a.md) — my note\n- [A](a.md) — alpha v2\n"
+    )
+
+
+file_names = (
+    st.text(
+        st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\:"), min_size=1, max_size=20
+    )
+    .map(lambda s: s.strip(".") + ".md")
+    .filter(lambda s: len(s) > 3 and ".." not in s)
+)
+titles = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=30)
+
+
+@settings(max_examples=300)
+@given(file_names, titles, titles)
+def test_entry_lines_round_trip(file: str, title: str, description: str) -> None:
+    line = entry_line(file, title, description)
+    entry = parse_entry(line)
+    if name_key(file) in RESERVED:
+        assert entry is None
+        return
+    assert entry is not None
+    assert entry.target == file
+    assert entry.title == " ".join(title.split())
+    assert entry.description == index_module._cut(" ".join(description.split()))
 
 
 def test_entries_line_numbers() -> None:

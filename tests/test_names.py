@@ -23,7 +23,7 @@ from sagemem.names import check_name, name_key, new_file_name, slugify
         ("MEMORY.md", "reserved"),
         ("memory.MD", "reserved"),
         ("Session-Log.md", "reserved"),
-        ("x" * 300 + ".md", "bytes long"),
+        ("x" * 198 + ".md", "bytes long"),
     ],
 )
 def test_bad_names_are_refused_with_the_rule(name: str, rule: str) -> None:

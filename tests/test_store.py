@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import InvalidMemory, InvalidName, MemoryNotFound, MemoryStore, StoreNotFound, VersionConflict
+from sagemem import (
+    InvalidMemory,
+    InvalidName,
+    MemoryNotFound,
+    MemoryStore,
+    SagememError,
+    StoreNotFound,
+    VersionConflict,
+)
 from sagemem.errors import ConflictNotFound
 
 from .conftest import write_file
@@ -341,3 +349,72 @@ def test_get_missing_and_reserved(store: MemoryStore) -> None:
         store.get("nope.md")
     with pytest.raises(InvalidName):
         store.get("MEMORY.md")
+
+
+def test_stale_update_of_a_deleted_file_is_a_recorded_conflict(store: MemoryStore) -> None:
+    m = store.create(type="project", name="x", description="d")
+    (store.memory_dir / m.file).unlink()
+    with pytest.raises(VersionConflict) as caught:
+        store.update(m.file, expected_version=m.version, description="new", writer="agent")
+    conflict = store.conflict(caught.value.conflict_id)
+    assert conflict.proposed is None and conflict.disk is None
+    assert "description='new'" in conflict.reason
+    with pytest.raises(SagememError, match="no content to write"):
+        store.resolve_conflict(conflict.id, "proposed")
+    assert store.resolve_conflict(conflict.id, "disk").resolution == "disk"
+
+
+def test_stale_update_of_a_broken_file_is_a_recorded_conflict(store: MemoryStore) -> None:
+    m = store.create(type="project", name="x", description="d")
+    write_file(store, m.file, "---\ndescription: [half edited\n---\n")
+    with pytest.raises(VersionConflict):
+        store.update(m.file, expected_version=m.version, tags=["a"])
+    assert len(store.conflicts()) == 1
+
+
+def test_update_of_a_broken_file_at_its_own_version_is_an_error(store: MemoryStore) -> None:
+    write_file(store, "x.md", "---\ndescription: [half edited\n---\n")
+    version = store.read("x.md").version
+    with pytest.raises(InvalidMemory):
+        store.update("x.md", expected_version=version, tags=["a"])
+    assert store.conflicts() == []
+
+
+def test_a_conflict_resolved_twice_keeps_both_records(store: MemoryStore) -> None:
+    file, cid = make_conflict(store)
+    first_disk = store.conflict(cid).disk
+    store.resolve_conflict(cid, "disk")
+    stale = store.conflicts(resolved=True)[0].expected_version
+    with pytest.raises(VersionConflict) as again:
+        store.write(file, "---\ndescription: agent\n---\n", expected_version=stale)
+    assert again.value.conflict_id == cid
+    store.resolve_conflict(cid, "disk")
+    records = store.conflicts(resolved=True)
+    assert [c.id for c in records] == [cid, cid]
+    assert records[0].disk == first_disk
+    assert sorted(p.name for p in (store.state_dir / "conflicts" / "resolved").iterdir()) == [
+        f"{cid}-2.json",
+        f"{cid}.json",
+    ]
+
+
+def test_malformed_versions_are_mistakes_not_conflicts(store: MemoryStore) -> None:
+    m = store.create(type="project", name="x", description="d")
+    for bad in ["abc", m.version[:12], m.version.upper()]:
+        with pytest.raises(SagememError, match="is not a version"):
+            store.write(m.file, "---\n---\n", expected_version=bad)
+    assert store.conflicts() == []
+
+
+def test_awkward_file_names_keep_a_healthy_index(store: MemoryStore) -> None:
+    for name in ["x%41#y.md", "a b (draft).md", "c[1].md"]:
+        store.write(name, "---\nname: C:\\path\\ [x]\ndescription: d\n---\n", expected_version=None)
+    assert store.check_index().ok
+    assert store.rebuild_index() is False
+    text = (store.memory_dir / "MEMORY.md").read_text()
+    assert text.count("\n- [") == 3
+
+
+def test_memories_are_hashable(store: MemoryStore) -> None:
+    m = store.create(type="project", name="x", description="d")
+    assert {m, store.get(m.file)} == {m}

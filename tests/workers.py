@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 
@@ -11,9 +12,10 @@ from sagemem import MemoryStore, VersionConflict
 FILE = "project_race.md"
 
 
-def race(memory_dir: str, worker: int, cycles: int, log_path: str) -> None:
-    """Guarded read-modify-write cycles; log every attempt's outcome."""
-    store = MemoryStore(memory_dir)
+def race(memory_dir: str, state_dir: str, worker: int, cycles: int, log_path: str) -> None:
+    """Guarded read-modify-write cycles that change the description and add a line; log every
+    attempt's outcome."""
+    store = MemoryStore(memory_dir, state_dir)
     log = []
     for i in range(cycles):
         read = store.read(FILE)
@@ -21,8 +23,9 @@ def race(memory_dir: str, worker: int, cycles: int, log_path: str) -> None:
             log.append({"outcome": "unparseable", "problem": read.problem})
             continue
         line = f"- worker {worker} cycle {i}\n"
+        text = re.sub(r"^description: .*$", f"description: w{worker} c{i}", read.text, count=1, flags=re.M)
         try:
-            new = store.write(FILE, read.text + line, expected_version=read.version, writer=f"w{worker}")
+            new = store.write(FILE, text + line, expected_version=read.version, writer=f"w{worker}")
             log.append({"outcome": "applied", "expected": read.version, "new": new.version, "line": line})
         except VersionConflict as exc:
             log.append({"outcome": "conflict", "expected": read.version, "id": exc.conflict_id, "line": line})
@@ -61,7 +64,7 @@ def churn(memory_dir: str, a_path: str, b_path: str) -> None:
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "race":
-        race(args[0], int(args[1]), int(args[2]), args[3])
+        race(args[0], args[1], int(args[2]), int(args[3]), args[4])
     elif mode == "watch":
         watch(*args)
     elif mode == "churn":
