@@ -9,6 +9,7 @@ current directory (project memory, found the way git finds `.git`), else
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,3 +81,76 @@ def _memory_dir(
 def _absolute(path: str | os.PathLike[str], cwd: Path) -> Path:
     expanded = Path(os.path.expanduser(os.fspath(path)))
     return expanded if expanded.is_absolute() else cwd / expanded
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Retrieval and injection settings (docs/retrieval.md explains each one).
+
+    Read on every call, so a change takes effect on the next prompt: an environment variable
+    (`SAGEMEM_BUDGET`, ...) wins over `<state>/settings.json`, which wins over the default. A
+    value that is not a number, or out of range, is ignored.
+    """
+
+    budget: int = 60 * 1024  # bytes a session may receive, all injections together
+    gate: float = 0.35  # stage 1: share of the query's idf mass the description fields must hold
+    body_gate: float = 0.5  # paragraph search: the same, for one paragraph
+    candidates: int = 10  # stage 1 admits at most this many memories
+    limit: int = 5  # snippets per injection at most
+    cut: float = 0.5  # snippets scoring below this share of the best are held back
+    min_query_chars: int = 4  # the paragraph search needs a query at least this long
+    lang: str = ""  # "en" or "zh"; empty: follow the query's script
+    task: str = ""  # the task whose checkpoint to point at (SAGEMEM_TASK_ID); else the session
+    debug: bool = False  # one diagnostic line per call on stderr
+
+    def to_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+# name -> (environment variable, lowest, highest)
+_RANGES: dict[str, tuple[str, float, float]] = {
+    "budget": ("SAGEMEM_BUDGET", 4096, 512 * 1024),
+    "gate": ("SAGEMEM_GATE", 0.0, 1.0),
+    "body_gate": ("SAGEMEM_BODY_GATE", 0.0, 1.0),
+    "candidates": ("SAGEMEM_CANDIDATES", 1, 50),
+    "limit": ("SAGEMEM_LIMIT", 1, 30),
+    "cut": ("SAGEMEM_CUT", 0.0, 1.0),
+    "min_query_chars": ("SAGEMEM_MIN_QUERY_CHARS", 1, 100),
+}
+
+
+def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    stored: dict[str, object] = {}
+    try:
+        loaded = json.loads((state_dir / "settings.json").read_text(encoding="utf-8"))
+        stored = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        pass
+    values: dict[str, object] = {}
+    defaults = Settings()
+    for name, (variable, low, high) in _RANGES.items():
+        kind = type(getattr(defaults, name))
+        for raw in (env.get(variable), stored.get(name)):
+            value = _number(raw, kind)
+            if value is not None and low <= value <= high:
+                values[name] = value
+                break
+    lang = env.get("SAGEMEM_LANG") or stored.get("lang")
+    if isinstance(lang, str) and lang.lower()[:2] in ("en", "zh"):
+        values["lang"] = lang.lower()[:2]
+    values["debug"] = env.get("SAGEMEM_DEBUG", "") not in ("", "0", "false", "no")
+    values["task"] = env.get("SAGEMEM_TASK_ID", "")
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def _number(raw: object, kind: type) -> float | int | None:
+    if raw is None or isinstance(raw, bool) or raw == "":
+        return None
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if value != value:
+        return None
+    return int(value) if kind is int and value == int(value) else (value if kind is float else None)

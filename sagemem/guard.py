@@ -2,13 +2,12 @@
 
 A write to an existing memory lands only if the file on disk is still the version the writer
 based it on; creating lands only if the file does not exist. Check and write happen under a
-per-file lock (`filelock`, in the state dir), so two sagemem processes cannot both pass the
-check. The locks live beside the files they guard, in `<memory dir>/.sagemem/locks/`, not in
-the state dir: two processes that were given different state dirs still exclude each other.
-A refused write is not thrown away: it is recorded in `<state>/conflicts/<id>.json`
-with the bytes on disk and the bytes proposed, for a person to decide. The id is derived
-from (file, expected version, proposed bytes), so the same refused write reported twice is
-one record.
+per-file lock (`locking.exclusive`), so two sagemem processes cannot both pass the check.
+The locks live beside the files they guard, in `<memory dir>/.sagemem/locks/`, not in the
+state dir: two processes that were given different state dirs still exclude each other. A
+refused write is not thrown away: it is recorded in `<state>/conflicts/<id>.json` with the
+bytes on disk and the bytes proposed, for a person to decide. The id is derived from (file,
+expected version, proposed bytes), so the same refused write reported twice is one record.
 
 A process that does not use sagemem (an editor, `git checkout`) takes no lock; such a write
 landing in the microseconds between our check and our rename is the one window left open.
@@ -32,6 +31,7 @@ from typing import Any
 
 from .errors import ConflictNotFound, MemoryNotFound, SagememError, VersionConflict
 from .files import TEMP_SUFFIX, read_bytes, write_atomic
+from .locking import exclusive
 from .memory import version_of
 from .names import name_key
 
@@ -118,19 +118,11 @@ def file_lock(path: Path) -> Iterator[None]:
     While it is held nobody else writes that file, so temp files left for it by a killed
     writer are partial copies of writes that never happened: they are removed.
     """
-    import filelock  # imported here: only writers pay for it
-
-    locks = path.parent / LOCK_DIR
-    locks.mkdir(parents=True, exist_ok=True)
-    try:
-        with filelock.FileLock(str(locks / f"{name_key(path.name)}.lock"), timeout=LOCK_TIMEOUT):
-            for temp in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
-                with contextlib.suppress(FileNotFoundError):
-                    temp.unlink()
-            yield
-    except filelock.Timeout:
-        held = f"another writer has held the lock for {LOCK_TIMEOUT:.0f} s"
-        raise SagememError(f"{path.name}: {held}") from None
+    with exclusive(path.parent / LOCK_DIR / f"{name_key(path.name)}.lock", LOCK_TIMEOUT):
+        for temp in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+        yield
 
 
 def guarded_write(

@@ -7,6 +7,7 @@ every write); conflicts and locks live in the machine-local state directory.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import warnings
@@ -15,11 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import frontmatter, guard, index
-from .config import STATE_DIR_NAME, Location
+from . import corpus as corpus_module
+from . import frontmatter, guard, index, retrieve
+from . import inject as inject_module
+from .config import STATE_DIR_NAME, Location, Settings, load_settings
+from .corpus import Corpus
 from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
 from .files import read_bytes, write_atomic
 from .guard import Conflict
+from .inject import Injection
 from .memory import FIELD_KEYS, Memory, decode, parse_memory, render_new, validate_for_write, version_of
 from .names import INDEX_NAME, TYPES, check_name, is_reserved, name_key, new_file_name
 from .text import to_lf
@@ -254,6 +259,33 @@ class MemoryStore:
             body = to_lf(body).replace("\n", parts.eol)
             text = parts.head + parts.matter + parts.tail + body
         return self._write(current.file, text, expected_version, writer, reason, keep_eol=True)
+
+    # -- retrieval ----------------------------------------------------------------------
+
+    def settings(self) -> Settings:
+        """The retrieval and injection settings in force now (environment, settings file)."""
+        return load_settings(self.state_dir)
+
+    def corpus(self) -> Corpus:
+        """The searchable form of the directory, brought up to date from the cache."""
+        self._require()
+        return corpus_module.load(self.memory_dir, self.state_dir)
+
+    def search(self, query: str, *, limit: int | None = None) -> retrieve.Result:
+        """Ranked snippets for `query`; no session, nothing recorded."""
+        settings = self.settings()
+        if limit is not None:
+            settings = dataclasses.replace(settings, limit=max(1, limit))
+        return retrieve.search(self.corpus(), query, settings)
+
+    def inject(
+        self, query: str, *, session: str | None = None, reset: bool = False, task: str | None = None
+    ) -> Injection:
+        """The text to put into the agent's prompt for `query` ("" when nothing qualifies)."""
+        self._require()
+        return inject_module.inject(
+            self.memory_dir, self.state_dir, query, self.settings(), session=session, reset=reset, task=task
+        )
 
     # -- the index ----------------------------------------------------------------------
 

@@ -323,3 +323,38 @@ def test_real_processes_console_script_and_module(tmp_path: Path) -> None:
         text=True,
     )
     assert stale.returncode == 3 and "version conflict" in stale.stderr
+
+
+def test_search_and_inject_commands() -> None:
+    code, out, _ = run(["--dir", str(DEMO), "search", "how do we deploy to production", "--json"])
+    assert code == 0
+    hits = json.loads(out)
+    assert hits[0]["file"] == "project_deploy_flow.md" and len(hits[0]["version"]) == 64
+    assert hits[0]["snippet"] and hits[0]["lines"][0] <= hits[0]["lines"][1]
+    code, out, _ = run(["--dir", str(DEMO), "search", "write a haiku about autumn"])
+    assert code == 0 and out == ""
+    code, out, _ = run(["--dir", str(DEMO), "inject", "--query", "上线前数据库迁移要注意什么"])
+    assert code == 0 and "### project_数据库迁移.md:" in out
+    code, out, _ = run(["--dir", str(DEMO), "inject", "--query", "今天天气怎么样"])
+    assert code == 0 and out == ""
+    data = json.loads(
+        run(["--dir", str(DEMO), "inject", "-q", "how do we roll back a release", "--format", "json"])[1]
+    )
+    assert data["snippets"][0]["file"] == "project_deploy_flow.md"
+    assert run(["--dir", str(DEMO), "inject", "-q", "x", "--reset"])[0] == 2
+
+
+def test_search_and_inject_do_not_touch_memory_files(mem: str) -> None:
+    run(["--dir", mem, "new", "--type", "user", "--name", "u", "--description", "prefers tea over coffee"])
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in Path(mem).glob("*.md")}
+    run(["--dir", mem, "search", "tea or coffee"])
+    run(["--dir", mem, "inject", "-q", "tea or coffee", "--session", "s"])
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in Path(mem).glob("*.md")} == before
+
+
+def test_bench_command_small() -> None:
+    code, out, _ = run(["bench", "--memories", "20", "--lang", "mixed", "--repeat", "3", "--json"])
+    assert code == 0
+    report = json.loads(out)
+    assert report["memories"] == 20 and report["warm_inject"]["median"] > 0
+    assert report["warm_inject_ratio"] == report["warm_inject"]["median"] / report["bare_python"]["median"]

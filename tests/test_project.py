@@ -59,10 +59,11 @@ def test_importing_the_package_is_light() -> None:
     assert done.stdout.strip() == ""
 
 
-def test_reading_memories_does_not_import_filelock() -> None:
+def test_writing_memories_does_not_import_filelock_where_flock_exists(tmp_path: Path) -> None:
     code = (
         "import sys; from sagemem import MemoryStore; "
-        f"MemoryStore({str(ROOT / 'fixtures' / 'demo')!r}).scan(); print('filelock' in sys.modules)"
+        f"s = MemoryStore({str(tmp_path / 'm')!r}); s.init(); "
+        "s.create(type='user', name='x', description='d'); print('filelock' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

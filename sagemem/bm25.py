@@ -1,0 +1,101 @@
+"""Okapi BM25 over an inverted index, with the always-positive Lucene idf.
+
+rank-bm25's Okapi idf, log((N - n + 0.5) / (n + 0.5)), is zero or negative for a term in
+half the documents or more, which in a directory of a few dozen memories zeroes real
+matches. Lucene's ln(1 + (N - n + 0.5) / (n + 0.5)) is positive for every term. Postings are
+packed machine integers, so a cached index loads in one read and a query touches only the
+documents that hold its terms; no numpy on the hot path.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+K1 = 1.2
+B = 0.75
+
+
+@dataclass(frozen=True)
+class Match:
+    """How one document matches a query: its BM25 score, the idf mass of the query terms it
+    holds, and how many of them it holds."""
+
+    score: float
+    mass: float
+    terms: int
+
+
+@dataclass(frozen=True)
+class Index:
+    """Per term, its postings as packed (document id, term frequency) pairs; per document, its
+    length in tokens. Document ids are positions in the caller's own list of documents."""
+
+    postings: Mapping[str, bytes]
+    lengths: Sequence[int]
+
+    @classmethod
+    def build(cls, documents: Iterable[Mapping[str, int]]) -> Index:
+        lists: dict[str, array[int]] = {}
+        lengths = array("I")
+        for doc, tf in enumerate(documents):
+            lengths.append(sum(tf.values()))
+            for term, count in tf.items():
+                lists.setdefault(term, array("I")).extend((doc, count))
+        return cls({term: pairs.tobytes() for term, pairs in sorted(lists.items())}, lengths)
+
+    @property
+    def count(self) -> int:
+        return len(self.lengths)
+
+    @cached_property
+    def mean_length(self) -> float:
+        return sum(self.lengths) / len(self.lengths) if self.lengths else 0.0
+
+    def df(self, term: str) -> int:
+        return len(self.postings.get(term, b"")) // (2 * array("I").itemsize)
+
+    def idf(self, term: str) -> float:
+        """Lucene idf; a term no document has gets the highest idf, as a one-off would."""
+        n = self.df(term)
+        return math.log(1 + (self.count - n + 0.5) / (n + 0.5))
+
+    def weights(self, query: Sequence[str]) -> dict[str, float]:
+        """Each (deduplicated) query term's idf, computed once per query."""
+        return {term: self.idf(term) for term in dict.fromkeys(query)}
+
+    def match(self, weights: Mapping[str, float]) -> dict[int, Match]:
+        """Every document holding at least one query term, with its score and idf mass."""
+        acc: dict[int, list[float]] = {}
+        mean = self.mean_length or 1.0
+        lengths = self.lengths
+        for term, idf in weights.items():
+            packed = self.postings.get(term)
+            if not packed:
+                continue
+            pairs = array("I")
+            pairs.frombytes(packed)
+            it = iter(pairs)
+            for doc, f in zip(it, it, strict=True):
+                value = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * lengths[doc] / mean))
+                found = acc.get(doc)
+                if found is None:
+                    acc[doc] = [value, idf, 1]
+                else:
+                    found[0] += value
+                    found[1] += idf
+                    found[2] += 1
+        return {doc: Match(s, m, int(n)) for doc, (s, m, n) in acc.items()}
+
+
+def coverage(match: Match, weights: Mapping[str, float]) -> float:
+    """The share of the query's idf mass that a document holds, in [0, 1].
+
+    Unlike a raw BM25 score this is on the query's own scale, so one threshold works for
+    short and long queries and for small and large directories.
+    """
+    mass = sum(weights.values())
+    return match.mass / mass if mass else 0.0

@@ -1,0 +1,342 @@
+"""Injection: from a user's message to the text put into the agent's prompt (or nothing).
+
+Without a session the call is stateless: retrieval, budget, rendering. With a session, the
+session's ledger (`session.py`) adds what a conversation needs: baseline memories at the
+start and after a reset, a byte budget for the whole session, no snippet twice (unless the
+message asks to verify, correct or explain), nothing new for a message repeated back to
+back, and a gap card when something relevant was found but not shown, or when a message
+asks about shared history that no memory holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import corpus as corpus_module
+from . import render, retrieve
+from .config import Settings
+from .corpus import Corpus, Entry
+from .errors import SagememError
+from .files import read_bytes
+from .retrieve import Hit
+from .session import Ledger, open_ledger
+from .text import split_lines
+from .tokenize import has_cjk
+
+MAX_BASELINE = 8
+MAX_CARD_BYTES = 512
+
+_INTENTS = {
+    "verify": re.compile(
+        r"\bright\s*\?|\bcorrect\s*\?|\bis (?:that|it|this) (?:true|so|still)\b|\bconfirm|\bverify|"
+        r"\bdouble[- ]check|\bsure\s*\?|对吧|对吗|是吗|确认|核实|确定吗|没错吧|是不是真的",
+        re.I,
+    ),
+    "correct": re.compile(
+        r"(?:\bnot\b|n't)[^.?!]*\bany ?more\b|\bno longer\b|\binstead of\b|\bchanged? (?:it )?to\b|"
+        r"\bactually\b|\bswitch(?:ed)? to\b|不用[^。？！]*了|不再|改成|改为|换成|其实是|更正|已经不",
+        re.I,
+    ),
+    "why": re.compile(
+        r"\bwhy\b|\breasons?\b|\bbased on\b|\bevidence\b|\bsource\b|为什么|为何|依据|原因|理由|出处", re.I
+    ),
+}
+_HISTORY = re.compile(
+    r"\blast time\b|\bremember\b|\bpreviously\b|\bearlier\b|\bwe (?:decided|agreed|discussed|said)\b|"
+    r"\bwhat did (?:we|i)\b|之前|上次|以前|记得|先前|我们(?:定|说|讨论|商量)过",
+    re.I,
+)
+_DONE_ITEM = re.compile(r"^\s*[-*] \[[xX]\]\s+(.+)$", re.M)
+_EVIDENCE = re.compile(
+    r"`[^`]+`|\b[\w.-]+/[\w./-]+|\b\w+\.(?:py|js|ts|go|rs|md|json|ya?ml|toml|sh|sql|java|kt|swift|c|h|cpp)\b|"
+    r"\b(?:pass(?:ed|es)?|fail(?:ed|s)?|ok|green)\b|✓|✔|通过|测试",
+    re.I,
+)
+
+CARD_TEXT = {
+    "en": {
+        "held": "Memory gap: {n} more related memor{ies} found but not shown ({why}). "
+        "Best lead: {file} — {description}. To read it: `sagemem read {file}`.",
+        "budget": "session budget",
+        "score": "lower score",
+        "none": "Memory gap: no memory matches this message. Do not guess what was decided before: "
+        "ask the user, or look with `sagemem search` / `sagemem list`.",
+        "task": "Task checkpoint: {task} (rev {rev}) in {path}; read it before you continue.{undone}",
+        "undone": " {n} item(s) marked done without evidence (a path, a command or a test result): {items}.",
+    },
+    "zh": {
+        "held": "记忆缺口：另有 {n} 条相关记忆已找到但未显示（{why}）。"
+        "最值得看的是 {file} — {description}。读取：`sagemem read {file}`。",
+        "budget": "会话预算已满",
+        "score": "得分较低",
+        "none": "记忆缺口：没有记忆与这条消息相关。不要猜测之前的决定：请问用户，"
+        "或用 `sagemem search` / `sagemem list` 查找。",
+        "task": "任务检查点：{task}（版本 {rev}），位于 {path}；继续之前先读它。{undone}",
+        "undone": "其中 {n} 项标为完成却没有证据（路径、命令或测试结果）：{items}。",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Injection:
+    """The text to inject ("" for nothing) and what went into it."""
+
+    text: str
+    snippets: tuple[render.Snippet, ...] = ()
+    baseline: tuple[str, ...] = ()
+    omitted: int = 0
+    card: str = ""
+    session_used: int = 0
+    budget: int = 0
+    diagnostics: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "snippets": [
+                {"file": s.file, "lines": [s.start, s.end], "description": s.description, "text": s.text}
+                for s in self.snippets
+            ],
+            "baseline": list(self.baseline),
+            "omitted": self.omitted,
+            "card": self.card,
+            "session_used": self.session_used,
+            "budget": self.budget,
+        }
+
+
+def intents(message: str) -> set[str]:
+    """Which of "verify", "correct", "why" and "history" a message expresses."""
+    found = {name for name, pattern in _INTENTS.items() if pattern.search(message)}
+    return found | ({"history"} if _HISTORY.search(message) else set())
+
+
+def reserve_for(budget: int) -> int:
+    """The part of the budget kept for gap cards: 5 %, at least 1 KiB, at most 4 KiB."""
+    return min(4096, max(1024, budget * 5 // 100))
+
+
+def inject(
+    memory_dir: Path,
+    state_dir: Path,
+    query: str,
+    settings: Settings,
+    *,
+    session: str | None = None,
+    reset: bool = False,
+    task: str | None = None,
+    corpus: Corpus | None = None,
+) -> Injection:
+    corpus = corpus or corpus_module.load(memory_dir, state_dir)
+    result = retrieve.search(corpus, query, settings)
+    lang = settings.lang or ("zh" if has_cjk(query) else "en")
+    plan = _Plan(
+        memory_dir, state_dir, corpus, result, query, settings, lang, task or settings.task or session
+    )
+    if session is None:
+        return plan.run(Ledger(""), stateless=True)
+    try:
+        with open_ledger(state_dir, session, reset=reset) as ledger:
+            injection = plan.run(ledger, stateless=False)
+    except (OSError, SagememError) as exc:
+        # An unwritable state dir (a sandbox) costs the session memory, never the injection.
+        injection = plan.run(Ledger(session), stateless=False)
+        injection.diagnostics["ledger_error"] = str(exc)
+    return injection
+
+
+class _Plan:
+    """One injection's work, kept in one place so the ledger can be applied or skipped."""
+
+    def __init__(
+        self,
+        memory_dir: Path,
+        state_dir: Path,
+        corpus: Corpus,
+        result: retrieve.Result,
+        query: str,
+        settings: Settings,
+        lang: str,
+        task: str | None,
+    ) -> None:
+        self.memory_dir, self.state_dir, self.corpus, self.result = memory_dir, state_dir, corpus, result
+        self.query, self.settings, self.lang, self.task = query, settings, lang, task
+
+    def run(self, ledger: Ledger, *, stateless: bool) -> Injection:
+        settings, lang = self.settings, self.lang
+        budget = settings.budget
+        reserve = reserve_for(budget)
+        signature = hashlib.sha256(" ".join(self.query.split()).encode("utf-8")).hexdigest()[:16]
+        repeated = not stateless and ledger.last_query == signature
+        ledger.last_query = signature
+        wants = intents(self.query)
+        again = bool(wants & {"verify", "correct", "why"})
+
+        snippets: list[render.Snippet] = []
+        parts: list[str] = []
+        baseline: list[str] = []
+        omitted: list[render.Snippet] = []
+        pending = [] if repeated else self._hits(ledger, stateless)
+        for kind, snippet in pending:
+            key = f"{snippet.file}:{snippet.start}-{snippet.end}"
+            digest = hashlib.sha256(snippet.text.encode("utf-8")).hexdigest()[:16]
+            if not stateless and ledger.injected.get(key) == digest and not (again and kind == "hit"):
+                continue
+            part = render.snippet_part(snippet, lang)
+            size = len(part.encode("utf-8"))
+            if ledger.used + size > budget - reserve:
+                omitted.append(snippet)
+                continue
+            ledger.used += size
+            ledger.injected[key] = digest
+            snippets.append(snippet)
+            parts.append(part)
+            if kind == "baseline":
+                baseline.append(snippet.file)
+        if not stateless and not repeated:
+            ledger.baseline_done = True
+
+        extra = []
+        card = "" if repeated else self._card(omitted, bool(parts), wants)
+        if card:
+            digest = hashlib.sha256(card.encode("utf-8")).hexdigest()[:16]
+            size = len(card.encode("utf-8"))
+            if (stateless or digest not in ledger.cards) and ledger.reserve_used + size <= reserve:
+                ledger.reserve_used += size
+                ledger.cards.append(digest)
+                extra.append(card)
+            else:
+                card = ""
+        checkpoint = self._checkpoint() if (parts or extra or baseline) else ""
+        if checkpoint:
+            extra.append(checkpoint)
+        held = len(self.result.held_back) + len(omitted)
+        text = ""
+        if parts or extra:
+            text = render.render(
+                parts,
+                lang=lang,
+                memory_dir=str(self.memory_dir),
+                used=ledger.used,
+                limit=budget,
+                omitted=held,
+                extra=extra,
+            )
+        diagnostics = {
+            "scanned": self.result.scanned,
+            "terms": list(self.result.terms),
+            "candidates": [[h.file, h.start, round(h.score, 3), h.stage] for h in self.result.hits],
+            "held_back": [[h.file, round(h.score, 3)] for h in self.result.held_back],
+            "injected": [f"{s.file}:{s.start}-{s.end}" for s in snippets],
+            "bytes": len(text.encode("utf-8")),
+            "omitted": len(omitted),
+            "repeated": repeated,
+            "intents": sorted(wants),
+        }
+        return Injection(
+            text=text,
+            snippets=tuple(snippets),
+            baseline=tuple(baseline),
+            omitted=held,
+            card=card,
+            session_used=ledger.used,
+            budget=budget,
+            diagnostics=diagnostics,
+        )
+
+    def _hits(self, ledger: Ledger, stateless: bool) -> list[tuple[str, render.Snippet]]:
+        found: list[tuple[str, render.Snippet]] = []
+        if not stateless and not ledger.baseline_done:
+            chosen = sorted(
+                (e for e in self.corpus.entries if e.baseline),
+                key=lambda e: (-e.baseline_priority, e.file),
+            )[:MAX_BASELINE]
+            for entry in chosen:
+                snippet = self._snippet(entry, entry.body_start, entry.body_end)
+                if snippet is not None:
+                    found.append(("baseline", snippet))
+        seen = {(s.file, s.start, s.end) for _, s in found}
+        for hit in self.result.hits:
+            snippet = self._snippet(hit.entry, hit.start, hit.end)
+            if snippet is not None and (snippet.file, snippet.start, snippet.end) not in seen:
+                found.append(("hit", snippet))
+        return found
+
+    def _snippet(self, entry: Entry, start: int, end: int) -> render.Snippet | None:
+        return read_snippet(self.memory_dir, entry, start, end)
+
+    def _card(self, omitted: list[render.Snippet], injected: bool, wants: set[str]) -> str:
+        """A gap card, only for a real gap: found but not shown, or history asked and not held."""
+        t = CARD_TEXT[self.lang]
+        held: list[Hit] = list(self.result.held_back)
+        count = len(held) + len(omitted)
+        if count:
+            # The best lead: what the budget kept out (it scored higher), else the best held back.
+            lead = (
+                (omitted[0].file, omitted[0].description) if omitted else (held[0].file, held[0].description)
+            )
+            why = t["budget"] if omitted else t["score"]
+            text = t["held"].format(
+                n=count,
+                ies="y" if count == 1 else "ies",
+                why=why,
+                file=lead[0],
+                description=lead[1] or lead[0],
+            )
+        elif not injected and not self.result.hits and "history" in wants:
+            text = t["none"]
+        else:
+            return ""
+        return _cut_bytes(text, MAX_CARD_BYTES)
+
+    def _checkpoint(self) -> str:
+        if not self.task:
+            return ""
+        folder = re.sub(r"[^\w.-]", "_", self.task)[:100].strip(".") or "task"
+        path = self.state_dir / "tasks" / folder / "WORKING.md"
+        try:
+            data = read_bytes(path)
+        except (SagememError, OSError):
+            return ""
+        text = data.decode("utf-8", "replace")
+        t = CARD_TEXT[self.lang]
+        bare = [item.strip() for item in _DONE_ITEM.findall(text) if not _EVIDENCE.search(item)]
+        undone = ""
+        if bare:
+            items = "; ".join(f'"{item[:60]}"' for item in bare[:3])
+            undone = t["undone"].format(n=len(bare), items=items)
+        rev = hashlib.sha256(data).hexdigest()[:8]
+        return " ".join(t["task"].format(task=self.task, rev=rev, path=path, undone=undone).split("\n"))
+
+
+def read_snippet(memory_dir: Path, entry: Entry, start: int, end: int) -> render.Snippet | None:
+    """Lines `start`..`end` of a memory, blank edge lines trimmed; None if the file changed
+    since it was indexed (the next call sees the new text) or cannot be read."""
+    try:
+        data = read_bytes(memory_dir / entry.file)
+    except SagememError:
+        return None
+    if hashlib.sha256(data).hexdigest() != entry.version:
+        return None
+    lines = split_lines(data.decode("utf-8"))[start - 1 : end]
+    while lines and not lines[0].strip():
+        lines, start = lines[1:], start + 1
+    while lines and not lines[-1].strip():
+        lines, end = lines[:-1], end - 1
+    if not lines:
+        return None
+    text = "".join(line.rstrip("\r\n") + "\n" for line in lines)
+    return render.Snippet(
+        entry.file, start, end, entry.description, text, render.age_days(entry.updated, entry.mtime)
+    )
+
+
+def _cut_bytes(text: str, limit: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode("utf-8", "ignore") + "…"

@@ -1,0 +1,54 @@
+"""One cross-process lock, cheap to take: `flock` where the system has it, else `filelock`.
+
+The hook path takes a lock on every prompt (the session ledger), so it must not pay for
+importing `filelock` (tens of milliseconds) where a system call will do. The lock is held by
+an open file description, so the kernel releases it when a holder dies, even by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import SagememError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+@contextmanager
+def exclusive(path: Path, timeout: float) -> Iterator[None]:
+    """Hold the lock file `path` (created if needed) for the block; give up after `timeout` s."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        import filelock
+
+        try:
+            with filelock.FileLock(str(path), timeout=timeout):
+                yield
+        except filelock.Timeout:
+            raise _timed_out(path, timeout) from None
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise _timed_out(path, timeout) from None
+                time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _timed_out(path: Path, timeout: float) -> SagememError:
+    return SagememError(f"{path.stem}: another process has held the lock for {timeout:.0f} s")

@@ -1,0 +1,126 @@
+"""Two-stage retrieval: which memories a message is about, then which paragraph of each.
+
+Stage 1 scores every memory's description fields (description, name, aliases, tags, file
+name words) with BM25 and admits those that cover enough of the query (`gate`): coverage is
+the share of the query's idf mass found in the memory, so the gate is on the query's own
+scale. At most `candidates` memories pass, best first.
+
+Stage 2 ranks the body paragraphs of the admitted memories with BM25; each memory offers its
+best paragraph first, and a memory with no matching paragraph offers its opening lines. The
+paragraphs of all the other memories compete too, behind a stricter gate of the same kind
+(`body_gate`, and two shared terms when the query has two), so a detail that only a body
+mentions is found even when some description matched loosely.
+
+A snippet scores its memory's description coverage plus its paragraph's coverage. Every
+memory's best paragraph is placed before any memory's second one, so a long memory cannot
+crowd out short ones; the second ones only fill places left over. Snippets far below the
+best one (`cut`) and those past `limit` are held back, not dropped: the injection reports
+them. Ties break by file name, then line, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import bm25
+from .config import Settings
+from .corpus import Corpus, Entry, Paragraph
+from .names import name_key
+from .tokenize import query_tokens
+
+OPENING_LINES = 6
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A snippet: lines `start`..`end` of `file`, why it was chosen, and how well it scored."""
+
+    file: str
+    start: int
+    end: int
+    score: float
+    stage: str  # "description" (stage 1 + its best paragraph), "opening", or "body" (fallback)
+    entry: Entry = field(repr=False, compare=False)
+
+    @property
+    def description(self) -> str:
+        return self.entry.description
+
+    @property
+    def version(self) -> str:
+        return self.entry.version
+
+
+@dataclass(frozen=True)
+class Result:
+    """Snippets to inject, best first, and the candidates held back (below the cut or the limit)."""
+
+    hits: tuple[Hit, ...]
+    held_back: tuple[Hit, ...]
+    terms: tuple[str, ...]
+    scanned: int
+
+
+def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Result:
+    settings = settings or Settings()
+    terms = tuple(dict.fromkeys(query_tokens(query, corpus.vocabulary)))
+    if not terms:
+        return Result((), (), terms, len(corpus.entries))
+    described = corpus.descriptions.weights(terms)
+    weights = corpus.paragraphs.weights(terms)
+    found: dict[int, list[tuple[Paragraph, bm25.Match]]] = {}
+    for pid, match in corpus.paragraphs.match(weights).items():
+        owner, position = corpus.owners[pid]
+        found.setdefault(owner, []).append((corpus.entries[owner].paragraphs[position], match))
+    for matches in found.values():
+        matches.sort(key=lambda pm: (-pm[1].score, pm[0].start))
+
+    # Stage 1: memories whose description fields cover enough of the query.
+    admitted = []
+    for position, match in corpus.descriptions.match(described).items():
+        share = bm25.coverage(match, described)
+        if share >= settings.gate:
+            admitted.append((match.score, share, position))
+    admitted.sort(key=lambda a: (-a[0], name_key(corpus.entries[a[2]].file), corpus.entries[a[2]].file))
+    ranked: list[list[Hit]] = []
+    for _, share, position in admitted[: settings.candidates]:
+        entry = corpus.entries[position]
+        if found.get(position):
+            ranked.append(
+                [
+                    Hit(entry.file, p.start, p.end, share + bm25.coverage(m, weights), "description", entry)
+                    for p, m in found[position]
+                ]
+            )
+        else:
+            end = min(entry.body_end, entry.body_start + OPENING_LINES - 1)
+            ranked.append([Hit(entry.file, entry.body_start, end, share, "opening", entry)])
+
+    # The paragraphs of all other memories, behind a stricter gate.
+    if len("".join(query.split())) >= settings.min_query_chars:
+        chosen = {position for _, _, position in admitted[: settings.candidates]}
+        for position, matches in sorted(found.items()):
+            if position in chosen:
+                continue
+            entry = corpus.entries[position]
+            hits = [
+                Hit(entry.file, p.start, p.end, bm25.coverage(m, weights), "body", entry)
+                for p, m in matches
+                if bm25.coverage(m, weights) >= settings.body_gate and m.terms >= min(2, len(terms))
+            ]
+            if hits:
+                ranked.append(hits)
+
+    firsts = sorted((hits[0] for hits in ranked), key=_order)
+    best = firsts[0].score if firsts else 0.0
+    kept = [h for h in firsts if h.score >= settings.cut * best][: settings.limit]
+    # Room left: each memory's next paragraphs, best first, so a question whose answer is in
+    # a memory's second paragraph still finds it, and no memory takes a place from another.
+    spares = sorted((h for hits in ranked for h in hits[1:] if h.score >= settings.cut * best), key=_order)
+    kept += spares[: max(0, settings.limit - len(kept))]
+    held = [h for h in firsts if h not in kept]
+    return Result(tuple(kept), tuple(held), terms, len(corpus.entries))
+
+
+def _order(hit: Hit) -> tuple[float, str, str, int]:
+    return (-hit.score, name_key(hit.file), hit.file, hit.start)

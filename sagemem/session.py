@@ -1,0 +1,85 @@
+"""Per-session injection ledger: what a session has already received, and how much.
+
+Each CLI call is a new process, so a session's memory of what it injected lives in
+`<state>/sessions/<key>.json`, read and written under that session's lock so two calls for
+one session (a hook firing twice) take turns. Ledgers untouched for a week are pruned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .files import write_atomic
+from .locking import exclusive
+
+MAX_AGE_SECONDS = 7 * 24 * 3600
+LOCK_TIMEOUT = 10.0
+
+
+@dataclass
+class Ledger:
+    """What one session has received. Mutable: `inject` updates it, `session` saves it."""
+
+    session: str
+    used: int = 0  # bytes of memory text injected (the body pool)
+    reserve_used: int = 0  # bytes of gap cards injected (the reserve)
+    injected: dict[str, str] = field(default_factory=dict)  # "file:start-end" -> content hash
+    last_query: str = ""  # signature of the previous message
+    baseline_done: bool = False
+    cards: list[str] = field(default_factory=list)  # hashes of the gap cards shown
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def path_for(state_dir: Path, session: str) -> Path:
+    key = hashlib.sha256(session.encode("utf-8")).hexdigest()[:24]
+    return state_dir / "sessions" / f"{key}.json"
+
+
+@contextmanager
+def open_ledger(state_dir: Path, session: str, *, reset: bool = False) -> Iterator[Ledger]:
+    """The session's ledger, locked for the block and saved after it (fresh after `reset`)."""
+    path = path_for(state_dir, session)
+    with exclusive(path.with_suffix(".lock"), LOCK_TIMEOUT):
+        ledger = Ledger(session) if reset else _load(path, session)
+        yield ledger
+        fresh = not path.exists()
+        write_atomic(path, (json.dumps(ledger.to_dict(), ensure_ascii=False) + "\n").encode("utf-8"))
+    if fresh:
+        prune(path.parent)
+
+
+def prune(folder: Path, now: float | None = None) -> None:
+    """Remove session ledgers (and their lock files) untouched for `MAX_AGE_SECONDS`."""
+    cutoff = (now or time.time()) - MAX_AGE_SECONDS
+    for item in folder.glob("*.json"):
+        with contextlib.suppress(OSError):
+            if item.stat().st_mtime < cutoff:
+                os.unlink(item)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(item.with_suffix(".lock"))
+
+
+def _load(path: Path, session: str) -> Ledger:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Ledger(
+            session=session,
+            used=int(data.get("used", 0)),
+            reserve_used=int(data.get("reserve_used", 0)),
+            injected={str(k): str(v) for k, v in dict(data.get("injected", {})).items()},
+            last_query=str(data.get("last_query", "")),
+            baseline_done=bool(data.get("baseline_done", False)),
+            cards=[str(c) for c in data.get("cards", [])],
+        )
+    except (OSError, ValueError, TypeError, AttributeError):
+        return Ledger(session)

@@ -1,0 +1,178 @@
+"""Tokens for BM25, English and Chinese alike, the same rules for memories and queries.
+
+Latin script: NFKC and case folding, then words and identifiers. An identifier such as
+`v2.3`, `err_42` or `deploy-staging` is kept whole and also split into its parts, so both
+`ERR_42` and `err 42` find it. Plain words get a light English stemming (`deploys`,
+`deployed`, `deploying` -> `deploy`). Stop words and one-letter words are dropped.
+
+Chinese: memories are segmented by jieba in search mode (the dictionary words inside a long
+word are tokens too); words of two or more characters are kept, and a lone character only
+when it stands alone between non-Chinese text. Queries are *not* given to jieba, whose
+dictionary takes over a second to load: each Chinese run of a query is matched against the
+vocabulary of the memories themselves, taking every substring that is a known word. A query
+word that no memory contains cannot match anything either way, so scores are the same; its
+characters are kept as unknown terms (in pairs), so the relevance gate still sees them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Container
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# A Chinese run, or a Latin word/identifier: starts and ends with a letter or digit, and may
+# hold `_`, `.` and `-` inside.
+_RUNS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}](?:(?:[^\W{_CJK}]|[.\-])*[^\W_{_CJK}])?")
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
+_PARTS = re.compile(r"[^\W_]+")
+MAX_WORD_CHARS = 8
+
+STOP_EN = frozenset(
+    """a about above after again against all also am an and any are aren as at be because been
+    before being below between both but by can cannot could did didn do does doesn doing don down
+    during each few for from further had has have having he her here hers herself him himself his
+    how i if in into is isn it its itself just let me more most my myself no nor not now of off on
+    once only or other ought our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too under
+    until up very was wasn we were what when where which while who whom why will with won would
+    you your yours yourself yourselves please thanks thank tell know get got make made want need
+    like use using used ok okay yes yeah hi hello hey
+    good great nice cool fine sure right never mind sound sounds awesome perfect bye hmm lol wow""".split()
+)
+STOP_ZH = frozenset(
+    """我们 你们 他们 她们 它们 咱们 自己 什么 怎么 怎么样 怎样 如何 为什么 为何 哪里 哪儿 哪个 哪些
+    这个 那个 这些 那些 这里 那里 这样 那样 一个 一些 一下 一点 可以 可能 应该 需要 没有 不是 就是
+    还是 但是 因为 所以 如果 然后 而且 或者 已经 现在 时候 知道 觉得 请问 帮我 告诉 一般 还有 以及
+    是否 是不是 有没有 能不能 可不可以 的话 之后 之前 以后 以前 关于 对于 这么 那么 多少 几个
+    由谁 是谁 多大 多久 多长 多远 多高 哪一 哪年 哪天 何时 何地 什么样 哪种 怎么办 有哪些 是什么 叫什么
+    为了 通过 进行 其中 之一 主要 一种 一起 这种 那种""".split()
+)
+# Characters that never start or end a content word: pairs holding one are not terms.
+PARTICLES = frozenset("的了吗呢吧啊呀哦嗯么")
+STOP_ZH_CHARS = frozenset(
+    "的了是在我你他她它和与就都也还要会能吗呢吧啊呀哦嗯么着过把被给让从向对这那有没不很再又"
+)
+
+
+def normalize(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plural, -ing, -ed and a final -e, for plain words only."""
+    if len(word) <= 3 or not word.isalpha() or not word.isascii():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]
+            break
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word
+
+
+def latin_tokens(piece: str) -> list[str]:
+    """Tokens of one Latin word or identifier (already normalised)."""
+    parts = _PARTS.findall(piece)
+    if len(parts) == 1:
+        word = stem(parts[0])
+        return [word] if len(word) > 1 and parts[0] not in STOP_EN else []
+    whole = [piece] if len(piece) > 1 else []
+    return whole + [stem(p) for p in parts if len(p) > 1 and p not in STOP_EN]
+
+
+def document_tokens(text: str) -> list[str]:
+    """The tokens of memory text (jieba is loaded on the first Chinese text)."""
+    tokens: list[str] = []
+    for piece in _RUNS.findall(normalize(text)):
+        if _CJK_RUN.fullmatch(piece):
+            tokens += _segment(piece)
+        else:
+            tokens += latin_tokens(piece)
+    return tokens
+
+
+def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
+    """The tokens of a query, Chinese matched against `vocabulary` (see the module docstring)."""
+    tokens: list[str] = []
+    for piece in _RUNS.findall(normalize(text)):
+        if _CJK_RUN.fullmatch(piece):
+            tokens += _match_known(piece, vocabulary)
+        else:
+            tokens += latin_tokens(piece)
+    return tokens
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_RUN.search(text) is not None
+
+
+def _segment(run: str) -> list[str]:
+    """jieba's words of two or more characters, then every character pair of the run's
+    content (stop words taken out): the pairs keep names and terms that jieba cuts into
+    single characters findable."""
+    if len(run) == 1:
+        return [] if run in STOP_ZH_CHARS else [run]
+    words = [w for w in _jieba().cut_for_search(run) if len(w) > 1 and w not in STOP_ZH]
+    return words + [p for part in _content(run) for p in _pairs(part)]
+
+
+def _match_known(run: str, vocabulary: Container[str]) -> list[str]:
+    if len(run) == 1:
+        return [] if run in STOP_ZH_CHARS else [run]
+    found: list[str] = []
+    for part in _content(run):
+        covered = [False] * len(part)
+        for start in range(len(part)):
+            for end in range(start + 2, min(len(part), start + MAX_WORD_CHARS) + 1):
+                if part[start:end] in vocabulary:
+                    found.append(part[start:end])
+                    covered[start:end] = [True] * (end - start)
+        # What no known word covers counts as unknown terms, in pairs (a lone leftover
+        # character is too weak a signal to count either way).
+        uncovered = "".join(c if not done else " " for c, done in zip(part, covered, strict=True))
+        found += [p for stretch in uncovered.split() for p in stretch_pairs(stretch)]
+    return found
+
+
+def _content(run: str) -> list[str]:
+    """The stretches of a Chinese run left when stop words are taken out."""
+    global _stop_split
+    if _stop_split is None:  # compiled on first use: English-only calls never pay for it
+        _stop_split = re.compile("|".join(sorted(STOP_ZH, key=len, reverse=True)))
+    return [part for part in _stop_split.split(run) if part]
+
+
+def _pairs(part: str) -> list[str]:
+    """Overlapping character pairs, leaving out pairs with a particle (的, 了, 吗 ...)."""
+    return [part[i : i + 2] for i in range(len(part) - 1) if not (set(part[i : i + 2]) & PARTICLES)]
+
+
+def stretch_pairs(stretch: str) -> list[str]:
+    """Non-overlapping pairs of an unknown stretch, particles removed."""
+    stretch = "".join(c for c in stretch if c not in PARTICLES)
+    return [stretch[i : i + 2] for i in range(0, len(stretch) - 1, 2)]
+
+
+_stop_split: re.Pattern[str] | None = None
+_jieba_module = None
+
+
+def _jieba():  # type: ignore[no-untyped-def]
+    """jieba, imported on first use: only indexing Chinese memory text needs it."""
+    global _jieba_module
+    if _jieba_module is None:
+        import logging
+
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+        _jieba_module = jieba
+    return _jieba_module

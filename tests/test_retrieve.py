@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sagemem import MemoryStore
+from sagemem.config import Settings
+from sagemem.corpus import load, split_paragraphs
+from sagemem.retrieve import search
+
+from .memories import DANCE, make
+
+
+@pytest.fixture
+def dance(tmp_path: Path) -> MemoryStore:
+    return make(tmp_path / "mem", DANCE)
+
+
+def files(store: MemoryStore, query: str) -> list[str]:
+    return [h.file for h in store.search(query).hits]
+
+
+def test_a_real_question_finds_its_memory(dance: MemoryStore) -> None:
+    assert (
+        files(dance, "when does the studio lease start and what is the rent?")[0]
+        == "project_studio_opening.md"
+    )
+    assert files(dance, "周一晚上可以排舞蹈课吗")[0] == "feedback_舞蹈课.md"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "how do I undo a git commit",
+        "今天天气怎么样",
+        "write a haiku about autumn",
+        "thanks, that worked!",
+        "ok",
+    ],
+)
+def test_unrelated_messages_find_nothing(dance: MemoryStore, query: str) -> None:
+    result = dance.search(query)
+    assert result.hits == () and result.held_back == ()
+
+
+def test_one_rare_word_gets_through(dance: MemoryStore) -> None:
+    assert files(dance, "what is the kerfuffle?") == ["reference_competition_rules.md"]
+
+
+def test_a_detail_only_the_body_mentions_is_found(dance: MemoryStore) -> None:
+    hits = dance.search("which theatre hosts the regional final").hits
+    assert hits[0].file == "reference_competition_rules.md"
+    assert (hits[0].start, hits[0].end) == (11, 11)
+
+
+def test_snippets_carry_line_ranges_of_the_file(dance: MemoryStore) -> None:
+    hit = dance.search("salsa teacher classes").hits[0]
+    assert (hit.file, hit.start, hit.end) == ("project_studio_opening.md", 12, 14)
+    lines = (dance.memory_dir / hit.file).read_text().splitlines()[hit.start - 1 : hit.end]
+    assert lines[0] == "## Classes" and "salsa" in lines[-1]
+
+
+def test_memory_without_a_matching_paragraph_offers_its_opening(tmp_path: Path) -> None:
+    store = make(
+        tmp_path / "m",
+        {
+            "reference_ports.md": (
+                "---\ndescription: local ports of the ledger API\n---\n\nSee the table.\n\nMore.\n"
+            )
+        },
+    )
+    hit = store.search("ledger api ports").hits[0]
+    assert hit.stage == "opening" and (hit.start, hit.end) == (4, 7)
+
+
+def test_a_long_memory_cannot_crowd_out_a_short_one(tmp_path: Path) -> None:
+    long_body = "\n\n".join(
+        f"Redis cache eviction note {i}: eviction policy and cache sizing." for i in range(30)
+    )
+    store = make(
+        tmp_path / "m",
+        {
+            "reference_cache_notes.md": f"---\ndescription: redis cache eviction notes\n---\n\n{long_body}\n",
+            "project_cache_decision.md": "---\ndescription: decision on redis cache eviction policy\n---\n\n"
+            "We chose allkeys-lru for the redis cache eviction policy.\n",
+        },
+    )
+    assert {h.file for h in store.search("redis cache eviction policy").hits[:2]} == {
+        "reference_cache_notes.md",
+        "project_cache_decision.md",
+    }
+
+
+def test_limit_and_ties_are_deterministic(tmp_path: Path) -> None:
+    same = "---\ndescription: invoice export format\n---\n\nInvoices are exported as CSV.\n"
+    others = {
+        f"project_other{i}.md": f"---\ndescription: unrelated topic {i}\n---\n\nbody {i}\n" for i in range(12)
+    }
+    store = make(tmp_path / "m", {**others, **{f"reference_{c}.md": same for c in "edcbafgh"}})
+    result = store.search("invoice export format csv")
+    assert [h.file for h in result.hits] == [f"reference_{c}.md" for c in "abcde"]
+    assert [h.file for h in result.held_back] == [f"reference_{c}.md" for c in "fgh"]
+    assert store.search("invoice export format csv") == result
+
+
+def test_paragraph_split() -> None:
+    body = "\n# Title\n\nintro line\nsecond\n\n## Part\n```sh\nmake a\n\nmake b\n```\ntail\n\n\nlast\n"
+    assert split_paragraphs(body, 5) == [
+        (6, 9, "# Title\nintro line\nsecond"),
+        (11, 17, "## Part\n```sh\nmake a\n\nmake b\n```\ntail"),
+        (20, 20, "last"),
+    ]
+
+
+def test_results_are_the_same_with_and_without_the_cache(dance: MemoryStore) -> None:
+    queries = ["studio lease rent", "周一 舞蹈课", "judges points routine", "the kerfuffle"]
+    settings = Settings()
+    cold = [search(load(dance.memory_dir, dance.state_dir, use_cache=False), q, settings) for q in queries]
+    load(dance.memory_dir, dance.state_dir)  # writes the cache
+    warm = [search(load(dance.memory_dir, dance.state_dir), q, settings) for q in queries]
+    assert cold == warm
+    assert (dance.state_dir / "cache" / "index").is_file()
+
+
+def test_cache_follows_edits_creates_deletes_renames_and_touches(dance: MemoryStore) -> None:
+    def found(query: str) -> list[str]:
+        return [h.file for h in search(load(dance.memory_dir, dance.state_dir), query).hits]
+
+    assert found("kerfuffle trophy") == ["reference_competition_rules.md"]
+    path = dance.memory_dir / "reference_competition_rules.md"
+    path.write_text(path.read_text().replace("kerfuffle", "brouhaha"))  # edit
+    assert found("kerfuffle trophy") == [] and found("brouhaha trophy") == ["reference_competition_rules.md"]
+    os.rename(path, dance.memory_dir / "reference_rules.md")  # rename
+    assert found("brouhaha trophy") == ["reference_rules.md"]
+    (dance.memory_dir / "project_new.md").write_text(
+        "---\ndescription: zither lessons\n---\n\nzither\n"
+    )  # create
+    assert found("zither lessons") == ["project_new.md"]
+    (dance.memory_dir / "project_new.md").unlink()  # delete
+    assert found("zither lessons") == []
+    index = dance.state_dir / "cache" / "index"
+    before = index.stat().st_mtime_ns
+    os.utime(dance.memory_dir / "reference_rules.md")  # touch without change: re-read, not re-tokenised
+    assert found("brouhaha trophy") == ["reference_rules.md"]
+    assert index.stat().st_mtime_ns != before
+
+
+@pytest.mark.parametrize("damage", [b"", b"garbage", b"x" * 40])
+def test_a_damaged_cache_is_rebuilt_not_trusted(dance: MemoryStore, damage: bytes) -> None:
+    expected = dance.search("studio lease rent")
+    for name in ("index", "tokens"):
+        (dance.state_dir / "cache" / name).write_bytes(damage)
+    assert dance.search("studio lease rent") == expected
+    shutil.rmtree(dance.state_dir / "cache")
+    assert dance.search("studio lease rent") == expected

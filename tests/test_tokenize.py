@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from sagemem.tokenize import document_tokens, latin_tokens, query_tokens, stem
+
+
+def test_english_words_are_stemmed_alike() -> None:
+    forms = ["deploy", "deploys", "deployed", "deploying"]
+    assert {stem(w) for w in forms} == {"deploy"}
+    assert stem("queries") == stem("query")
+    assert stem("running") == stem("run")
+    assert stem("release") == stem("releases") == stem("released")
+    assert stem("status") == "status" and stem("process") == "process"
+
+
+def test_identifiers_are_kept_whole_and_in_parts() -> None:
+    assert document_tokens("ERR_42 in v2.3") == ["err_42", "err", "42", "v2.3", "v2"]
+    assert document_tokens("pnpm install") == ["pnpm", "install"]
+    assert document_tokens("deploy-staging job") == ["deploy-staging", "deploy", "stag", "job"]
+    assert latin_tokens("x") == []
+
+
+def test_stop_words_are_dropped_in_both_languages() -> None:
+    assert document_tokens("How do I use the thing?") == ["thing"]
+    assert query_tokens("我们怎么样", set()) == []
+    assert query_tokens("thanks, ok!", set()) == []
+
+
+def test_chinese_memory_text_gets_words_and_pairs() -> None:
+    tokens = document_tokens("数据库迁移的规范")
+    assert {"数据库", "数据", "迁移", "规范"} <= set(tokens)
+    assert "的规" not in tokens and "移的" not in tokens  # no pair holds a particle
+
+
+def test_chinese_query_is_matched_against_the_vocabulary() -> None:
+    vocabulary = set(document_tokens("上线前必须在预发环境跑一遍数据库迁移"))
+    assert {"预发", "环境", "数据库", "迁移"} <= set(query_tokens("预发环境的数据库迁移怎么做", vocabulary))
+    # Unknown characters stay as unknown terms (in pairs), so the relevance gate sees them.
+    assert query_tokens("今天天气怎么样", vocabulary) == ["今天", "天气"]
+
+
+def test_mixed_language_text() -> None:
+    tokens = document_tokens("Ledgerly 的 webhook 签名失败")
+    assert {"ledgerly", "webhook", "签名", "失败"} <= set(tokens)
+    vocabulary = set(tokens)
+    assert {"ledgerly", "webhook", "签名"} <= set(query_tokens("Ledgerly webhook 签名怎么排查", vocabulary))
+
+
+def test_full_width_and_case_are_normalised() -> None:
+    assert document_tokens("ＡＰＩ Gateway") == ["api", "gateway"]
