@@ -64,3 +64,32 @@ def test_state_dir_order(tmp_path: Path) -> None:
     assert locate("m", env=env, cwd=tmp_path).state_dir == tmp_path / "state"
     assert locate("m", "s2", env=env, cwd=tmp_path).state_dir == tmp_path / "s2"
     assert locate("m", env=env, cwd=tmp_path).state_rule == "SAGEMEM_STATE_DIR"
+
+
+def test_settings_file_then_environment_take_effect_on_the_next_call(tmp_path: Path) -> None:
+    from sagemem.config import Settings, load_settings
+
+    state = tmp_path / "state"
+    state.mkdir()
+    assert load_settings(state, {}) == Settings()
+    (state / "settings.json").write_text('{"budget": 8192, "limit": 3, "gate": 0.6, "lang": "zh"}')
+    loaded = load_settings(state, {})
+    assert (loaded.budget, loaded.limit, loaded.gate, loaded.lang) == (8192, 3, 0.6, "zh")
+    env = {"SAGEMEM_BUDGET": "16384", "SAGEMEM_LIMIT": "7", "SAGEMEM_LANG": "en", "SAGEMEM_DEBUG": "1"}
+    loaded = load_settings(state, env)
+    assert (loaded.budget, loaded.limit, loaded.gate, loaded.lang, loaded.debug) == (
+        16384,
+        7,
+        0.6,
+        "en",
+        True,
+    )
+
+
+def test_bad_settings_are_ignored(tmp_path: Path) -> None:
+    from sagemem.config import Settings, load_settings
+
+    (tmp_path / "settings.json").write_text('{"budget": 10, "limit": "many", "gate": 2.5, "cut": null}')
+    assert load_settings(tmp_path, {"SAGEMEM_CANDIDATES": "nan", "SAGEMEM_LIMIT": "2.5"}) == Settings()
+    (tmp_path / "settings.json").write_text("not json")
+    assert load_settings(tmp_path, {}) == Settings()
