@@ -101,6 +101,10 @@ class Settings:
     min_query_chars: int = 4  # the paragraph search needs a query at least this long
     lang: str = ""  # "en" or "zh"; empty: follow the query's script
     task: str = ""  # the task whose checkpoint to point at (SAGEMEM_TASK_ID); else the session
+    archive_project_days: int = 90  # idle days before a project memory is an archive candidate
+    archive_reference_days: int = 180
+    archive_user_days: int = 365
+    snapshot_keep: int = 10  # snapshots kept besides the last 3 taken before rollbacks
     debug: bool = False  # one diagnostic line per call on stderr
 
     def to_dict(self) -> dict[str, object]:
@@ -116,6 +120,10 @@ _RANGES: dict[str, tuple[str, float, float]] = {
     "limit": ("SAGEMEM_LIMIT", 1, 30),
     "cut": ("SAGEMEM_CUT", 0.0, 1.0),
     "min_query_chars": ("SAGEMEM_MIN_QUERY_CHARS", 1, 100),
+    "archive_project_days": ("SAGEMEM_ARCHIVE_PROJECT_DAYS", 1, 3650),
+    "archive_reference_days": ("SAGEMEM_ARCHIVE_REFERENCE_DAYS", 1, 3650),
+    "archive_user_days": ("SAGEMEM_ARCHIVE_USER_DAYS", 1, 3650),
+    "snapshot_keep": ("SAGEMEM_SNAPSHOT_KEEP", 1, 1000),
 }
 
 

@@ -214,6 +214,11 @@ def _already(original: Mapping[str, Any], key: str, value: Any) -> bool:
     return key in original and original[key] == value and type(original[key]) is type(value)
 
 
+def key_lines(matter: str) -> dict[str, tuple[int, int]]:
+    """Each top-level key's lines in `matter`: [start, end) as 0-based line indexes."""
+    return _top_level_blocks(split_lines(matter))
+
+
 def _verify(matter: str, expected: dict[str, Any], file: str) -> None:
     if parse(matter, file) != expected:
         raise InvalidMemory(file, "cannot change the frontmatter in place without disturbing other keys")

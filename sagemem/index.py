@@ -162,6 +162,14 @@ def upsert(text: str, memory: Memory) -> str:
     return _append(text, [line_for(memory)], _eol(text))
 
 
+def remove(text: str, file: str) -> str:
+    """The index without any line that lists `file` (for a memory being archived)."""
+    key = name_key(file)
+    return "".join(
+        line for line in split_lines(text) if not ((e := parse_entry(line)) and name_key(e.target) == key)
+    )
+
+
 def _roles(
     found: Iterable[Entry], live: Mapping[str, str], memories: Mapping[str, Memory]
 ) -> dict[int, tuple[Entry, str]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus as corpus_module
+from . import ledger as access
 from . import render, retrieve
 from .config import Settings
 from .corpus import Corpus, Entry
@@ -138,14 +139,20 @@ def inject(
         memory_dir, state_dir, corpus, result, query, settings, lang, task or settings.task or session
     )
     if session is None:
-        return plan.run(Ledger(""), stateless=True)
-    try:
-        with open_ledger(state_dir, session, reset=reset) as ledger:
-            injection = plan.run(ledger, stateless=False)
-    except (OSError, SagememError) as exc:
-        # An unwritable state dir (a sandbox) costs the session memory, never the injection.
-        injection = plan.run(Ledger(session), stateless=False)
-        injection.diagnostics["ledger_error"] = str(exc)
+        injection = plan.run(Ledger(""), stateless=True)
+    else:
+        try:
+            with open_ledger(state_dir, session, reset=reset) as ledger:
+                injection = plan.run(ledger, stateless=False)
+        except (OSError, SagememError) as exc:
+            # An unwritable state dir (a sandbox) costs the session memory, never the injection.
+            injection = plan.run(Ledger(session), stateless=False)
+            injection.diagnostics["ledger_error"] = str(exc)
+    if injection.snippets:
+        try:
+            access.record(state_dir, "injected", (s.file for s in injection.snippets))
+        except (OSError, SagememError) as exc:
+            injection.diagnostics["access_error"] = str(exc)
     return injection
 
 
@@ -327,8 +334,8 @@ def read_snippet(memory_dir: Path, entry: Entry, start: int, end: int) -> render
         lines, start = lines[1:], start + 1
     while lines and not lines[-1].strip():
         lines, end = lines[:-1], end - 1
-    if not lines:
-        return None
+    if not lines:  # a memory that is all description: the description is the snippet
+        start = end = entry.body_start
     text = "".join(line.rstrip("\r\n") + "\n" for line in lines)
     return render.Snippet(
         entry.file, start, end, entry.description, text, render.age_days(entry.updated, entry.mtime)

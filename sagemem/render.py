@@ -78,7 +78,8 @@ def snippet_part(snippet: Snippet, lang: str) -> str:
     if len(text) > MAX_SNIPPET_CHARS:
         marker = t["truncated"].format(file=snippet.file, start=snippet.start, end=snippet.end)
         text = text[:MAX_SNIPPET_CHARS].rstrip() + "\n" + marker
-    lines.append(text)
+    if text:
+        lines.append(text)
     return "\n".join(lines)
 
 

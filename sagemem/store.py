@@ -10,19 +10,23 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import archive as archive_module
 from . import corpus as corpus_module
-from . import frontmatter, guard, index, retrieve
+from . import frontmatter, guard, health, index, retrieve
 from . import inject as inject_module
+from . import ledger as ledger_module
+from . import snapshot as snapshot_module
 from .config import STATE_DIR_NAME, Location, Settings, load_settings
 from .corpus import Corpus
 from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
-from .files import read_bytes, write_atomic
+from .files import fsync_dir, read_bytes, write_atomic
 from .guard import Conflict
 from .inject import Injection
 from .memory import FIELD_KEYS, Memory, decode, parse_memory, render_new, validate_for_write, version_of
@@ -60,6 +64,34 @@ class Scan:
         if tag:
             found = tuple(m for m in found if name_key(tag) in {name_key(t) for t in m.tags})
         return found
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A memory idle long enough to archive, and why: idle days against its type's threshold,
+    counted from `basis` ("last use", "updated:" or "file mtime"), with every kind of use."""
+
+    file: str
+    type: str
+    idle_days: int
+    threshold: int
+    basis: str
+    uses: ledger_module.Record
+
+    @property
+    def reason(self) -> str:
+        return f"idle {self.idle_days} days since {self.basis} (threshold {self.threshold} for {self.type})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "type": self.type,
+            "idle_days": self.idle_days,
+            "threshold": self.threshold,
+            "basis": self.basis,
+            "reason": self.reason,
+            "uses": self.uses.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -260,6 +292,230 @@ class MemoryStore:
             text = parts.head + parts.matter + parts.tail + body
         return self._write(current.file, text, expected_version, writer, reason, keep_eol=True)
 
+    # -- use, archive and locks ---------------------------------------------------------
+
+    def ledger(self) -> dict[str, ledger_module.Record]:
+        """Every memory's uses (injected, read, cited), kept apart."""
+        return ledger_module.load(self.state_dir)
+
+    def record_use(self, kind: str, files: Iterable[str], *, receipt: str | None = None) -> list[str]:
+        """Count a use of `kind` ("injected", "read", "cited"); a cited receipt counts once.
+        Records of names that no longer exist (live or archived) are pruned on the way."""
+        names = [self.resolve(f) for f in files]
+        return ledger_module.record(self.state_dir, kind, names, receipt=receipt, live=self._all_names())
+
+    def cite(self, files: Iterable[str], *, receipt: str) -> list[str]:
+        """The agent used these memories in an answer; the same `receipt` twice counts once."""
+        if not receipt.strip():
+            raise SagememError("a citation needs a receipt id (the same receipt twice counts once)")
+        return self.record_use("cited", files, receipt=receipt)
+
+    def locked(self) -> set[str]:
+        return archive_module.locked(self.state_dir)
+
+    def lock(self, file: str) -> bool:
+        """Protect a memory from every archive path; True if it was not locked before."""
+        return archive_module.set_locked(self.state_dir, self.resolve(file), True)
+
+    def unlock(self, file: str) -> bool:
+        check_name(file)
+        return archive_module.set_locked(self.state_dir, file, False)
+
+    def archived(self) -> list[Memory]:
+        """The archived memories, in name order (files that do not parse are left out)."""
+        folder = self._archive_dir()
+        found = []
+        for name in sorted(self._names_in(folder), key=name_key):
+            try:
+                found.append(parse_memory(name, read_bytes(folder / name)))
+            except (InvalidMemory, InvalidName, MemoryNotFound):
+                continue
+        return found
+
+    def archive(self, file: str, *, reason: str = "") -> Memory:
+        """Move a memory to `archive/` with `archived_at` and `archived_reason` in its
+        frontmatter, and drop its index line. The copy is written before the original is
+        removed. Refused (nothing changed) for locked, reserved, missing or already archived."""
+        try:
+            file = self.resolve(file)
+        except MemoryNotFound:
+            if name_key(file) in {name_key(n) for n in self._names_in(self._archive_dir())}:
+                raise archive_module.ArchiveRefused(f"{file}: exists in archive/ already") from None
+            raise
+        if name_key(file) in self.locked():
+            raise archive_module.MemoryLocked(f"{file}: is locked (sagemem unlock {file} first)")
+        folder = self._archive_dir()
+        if name_key(file) in {name_key(n) for n in self._names_in(folder)}:
+            raise archive_module.ArchiveRefused(f"{file}: exists in {archive_module.ARCHIVE_DIR}/ already")
+        source = self.memory_dir / file
+        with guard.file_lock(source):
+            text = archive_module.with_trace(decode(file, read_bytes(source)), file, reason)
+            folder.mkdir(exist_ok=True)
+            write_atomic(folder / file, text.encode("utf-8"), create_only=True)
+            os.unlink(source)
+            fsync_dir(self.memory_dir)
+        self._edit_index(lambda old: index.remove(old, file))
+        return parse_memory(file, text.encode("utf-8"))
+
+    def restore(self, file: str) -> Memory:
+        """Bring an archived memory back, without the trace keys, and list it again.
+        Refused if a live memory of that name exists."""
+        check_name(file)
+        folder = self._archive_dir()
+        matches = [n for n in self._names_in(folder) if name_key(n) == name_key(file)]
+        if not matches:
+            raise archive_module.ArchiveRefused(f"{file}: is not archived")
+        file = file if file in matches else sorted(matches)[0]
+        if name_key(file) in {name_key(n) for n in self._names_in(self.memory_dir)}:
+            raise archive_module.ArchiveRefused(f"{file}: a live memory of that name exists")
+        target = self.memory_dir / file
+        with guard.file_lock(target):
+            text = archive_module.without_trace(decode(file, read_bytes(folder / file)), file)
+            write_atomic(target, text.encode("utf-8"), create_only=True)
+            os.unlink(folder / file)
+            fsync_dir(folder)
+        self._upsert_index(file)
+        return parse_memory(file, text.encode("utf-8"))
+
+    def candidates(self, *, now: float | None = None) -> list[Candidate]:
+        """Memories idle for at least their type's threshold, most idle first. Feedback,
+        baseline and locked memories never are. Idle counts from the latest use of any kind
+        in the ledger, else `updated:`, else the file's mtime."""
+        settings = self.settings()
+        limits = {
+            "project": settings.archive_project_days,
+            "reference": settings.archive_reference_days,
+            "user": settings.archive_user_days,
+        }
+        now = time.time() if now is None else now
+        uses, locked = self.ledger(), self.locked()
+        found = []
+        for memory in self.memories():
+            kind = memory.type or memory.file.split("_", 1)[0].lower()
+            if kind not in limits or memory.baseline or name_key(memory.file) in locked:
+                continue
+            record = uses.get(memory.file, ledger_module.Record(memory.file))
+            since, basis = record.last_used, "last use"
+            if since is None and memory.updated:
+                since, basis = _epoch(memory.updated), "updated:"
+            if since is None:
+                since, basis = os.stat(self.memory_dir / memory.file).st_mtime, "file mtime"
+            idle = max(0, int((now - since) // 86400))
+            if idle >= limits[kind]:
+                found.append(Candidate(memory.file, kind, idle, limits[kind], basis, record))
+        return sorted(found, key=lambda c: (-c.idle_days, name_key(c.file)))
+
+    def archive_candidates(self, *, now: float | None = None) -> list[Memory]:
+        """Archive every current candidate, after a snapshot; returns the archived memories."""
+        found = self.candidates(now=now)
+        if not found:
+            return []
+        self.snapshot(label=f"before archiving {len(found)} candidate(s)", kind="auto")
+        return [
+            self.archive(c.file, reason=f"idle {c.idle_days} days (threshold {c.threshold} for {c.type})")
+            for c in found
+        ]
+
+    # -- health -------------------------------------------------------------------------
+
+    def check(self) -> health.HealthReport:
+        """Every health check over the directory; reads only."""
+        scan = self.scan()
+        texts: dict[str, str] = {}
+        unreadable = [(p.file, p.rule) for p in scan.problems]
+        for file in scan.files:
+            try:
+                texts[file] = decode(file, read_bytes(self.memory_dir / file))
+            except SagememError:
+                continue  # already among the scan's problems
+        index_path = self._index_path()
+        return health.check(
+            texts=texts,
+            memories={m.file: m for m in scan.memories},
+            unreadable=unreadable,
+            index_report=index.check(self._index_text(), scan.files, _by_key(scan.memories)),
+            index_text=self._index_text(),
+            index_name=index_path.name if index_path else INDEX_NAME,
+            archived=self.archived(),
+        )
+
+    def fix(self) -> list[str]:
+        """Apply the safe, mechanical repairs (CRLF to LF, index lines) after a snapshot, each
+        through the version-guarded write path; returns what was changed."""
+        report = self.check()
+        fixable = [f for f in report.findings if f.check in health.FIXABLE]
+        if not fixable:
+            return []
+        made = self.snapshot(label="before check --fix", kind="auto")
+        changes = []
+        for file in sorted({f.file for f in fixable if f.check == "crlf"}, key=name_key):
+            current = self.read(file)
+            self.write(file, current.text, expected_version=current.version, writer="sagemem check --fix")
+            changes.append(f"{file}: CRLF line endings converted to LF")
+        if any(f.check.startswith("index-") for f in fixable) and self._rebuild_index(snapshot=False):
+            changes.append(
+                f"{INDEX_NAME}: dangling, duplicate and stale lines fixed, missing memories listed"
+            )
+        return [f"snapshot {made.id} taken first", *changes]
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def snapshot(self, *, label: str = "", kind: str = "manual") -> snapshot_module.Snapshot:
+        """Copy every memory and MEMORY.md into a new snapshot, then keep only the newest."""
+        names = self.files() + ([index_path.name] if (index_path := self._index_path()) else [])
+        made = snapshot_module.create(self.memory_dir, self.state_dir, names, label=label, kind=kind)
+        snapshot_module.prune(self.state_dir, self.settings().snapshot_keep)
+        return made
+
+    def snapshots(self) -> list[snapshot_module.Snapshot]:
+        return snapshot_module.listing(self.state_dir)
+
+    def rollback(self, snapshot_id: str, *, scope: str = "files") -> dict[str, Any]:
+        """Put the snapshot's files back, after verifying it and snapshotting the present.
+        Scope `all` also moves memories the snapshot did not have to `archive/`. Nothing is
+        deleted; returns what was restored, retired and kept."""
+        if scope not in ("files", "all"):
+            raise SagememError(f"scope must be 'files' or 'all' (got {scope!r})")
+        chosen = snapshot_module.load(self.state_dir, snapshot_id)
+        protection = self.snapshot(label=f"before rollback to {snapshot_id}", kind="protection")
+        restored, retired, kept = [], [], []
+        for item in chosen.files:
+            name = item["name"]
+            data = (chosen.path / "files" / name).read_bytes()
+            if name_key(name) == name_key(INDEX_NAME):
+                path = self._index_path() or self.memory_dir / name
+            else:
+                path = self.memory_dir / self._existing_name(name)
+            with guard.file_lock(path):
+                try:
+                    current: bytes | None = read_bytes(path, limit=None)
+                except MemoryNotFound:
+                    current = None
+                if current != data:
+                    write_atomic(path, data)
+                    restored.append(name)
+        if scope == "all":
+            wanted = {name_key(item["name"]) for item in chosen.files}
+            for name in self.files():
+                if name_key(name) in wanted:
+                    continue
+                try:
+                    self.archive(name, reason=f"not in snapshot {snapshot_id} (rollback)")
+                    retired.append(name)
+                except SagememError:
+                    kept.append(name)  # locked, or already in archive/: left where it is
+        outcome = {
+            "snapshot": snapshot_id,
+            "scope": scope,
+            "protection": protection.id,
+            "restored": restored,
+            "retired": retired,
+            "kept": kept,
+            "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        snapshot_module.record_rollback(self.state_dir, outcome)
+        return outcome
+
     # -- retrieval ----------------------------------------------------------------------
 
     def settings(self) -> Settings:
@@ -294,12 +550,18 @@ class MemoryStore:
         return index.check(self._index_text(), scan.files, _by_key(scan.memories))
 
     def rebuild_index(self) -> bool:
-        """Fix the index deterministically; True if MEMORY.md changed (it is rewritten only then)."""
+        """Fix the index deterministically; True if MEMORY.md changed (it is rewritten only then,
+        after a snapshot)."""
+        return self._rebuild_index(snapshot=True)
+
+    def _rebuild_index(self, *, snapshot: bool) -> bool:
         with guard.file_lock(self._index_path() or self.memory_dir / INDEX_NAME):
             scan = self.scan()
             old = self._index_text()
             new = index.rebuild(old, scan.files, _by_key(scan.memories))
             if new != old:
+                if snapshot:
+                    self.snapshot(label="before index --rebuild", kind="auto")
                 self._write_index(new)
             return new != old
 
@@ -434,6 +696,29 @@ class MemoryStore:
         path = self._index_path() or self.memory_dir / INDEX_NAME
         write_atomic(path, text.encode("utf-8"))
 
+    def _edit_index(self, change: Callable[[str], str]) -> None:
+        with guard.file_lock(self._index_path() or self.memory_dir / INDEX_NAME):
+            old = self._index_text()
+            new = change(old)
+            if new != old:
+                self._write_index(new)
+
+    def _archive_dir(self) -> Path:
+        folder = self.memory_dir / archive_module.ARCHIVE_DIR
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise archive_module.ArchiveRefused(f"{folder}: must be a real directory, not a link or a file")
+        return folder
+
+    def _names_in(self, folder: Path) -> list[str]:
+        """Memory-like file names in `folder` (top level only)."""
+        if not folder.is_dir():
+            return []
+        with os.scandir(folder) as items:
+            return [i.name for i in items if i.name.lower().endswith(".md") and not i.name.startswith(".")]
+
+    def _all_names(self) -> list[str]:
+        return self._names_in(self.memory_dir) + self._names_in(self.memory_dir / archive_module.ARCHIVE_DIR)
+
     def _upsert_index(self, file: str) -> None:
         """Bring `file`'s index line up to date from the file as it is on disk now: a writer that
         lost the race for the index must not put back what another writer replaced."""
@@ -446,6 +731,18 @@ class MemoryStore:
             new = index.upsert(old, memory)
             if new != old:
                 self._write_index(new)
+
+
+def _epoch(updated: str) -> float | None:
+    try:
+        day = (
+            dt.datetime.fromisoformat(updated[:19])
+            if len(updated) > 10
+            else dt.datetime.fromisoformat(updated)
+        )
+    except ValueError:
+        return None
+    return day.timestamp()
 
 
 def _by_key(memories: Iterable[Memory]) -> dict[str, Memory]:

@@ -1,0 +1,278 @@
+"""Health checks: what is wrong in a memory directory, found without changing anything.
+
+Each finding names a check, a file (and a line where one applies) and what to do. Findings
+of severity "hint" (a link to an archived memory) are information, not problems. These are
+pure functions over what the store has read; `MemoryStore.check` gathers the inputs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import frontmatter
+from .errors import InvalidMemory
+from .index import IndexReport
+from .memory import Memory
+from .names import TYPES, name_key
+from .text import split_lines
+
+MAX_INDEX_LINES = 200  # what Claude Code loads of MEMORY.md
+MAX_INDEX_BYTES = 25 * 1024
+
+CHECKS = {
+    "index-dangling": "index line for a memory that does not exist",
+    "index-unlisted": "memory missing from the index",
+    "index-duplicate": "second index line for one memory",
+    "index-stale": "index line whose title or description is out of date",
+    "index-too-long": "MEMORY.md longer than Claude Code loads",
+    "unreadable": "file that cannot be read as a memory",
+    "case-duplicate": "two files whose names differ only in case or Unicode form",
+    "no-frontmatter": "memory without frontmatter",
+    "description": "missing or multi-line description",
+    "duplicate-description": "description shared with another memory",
+    "type-mismatch": "type differs from the file-name prefix",
+    "crlf": "CRLF line endings",
+    "hash-comment": "unquoted ' #' in a frontmatter value: YAML drops the rest as a comment",
+    "future-updated": "`updated:` in the future",
+    "broken-link": "[[link]] to no memory",
+    "archived-link": "[[link]] to an archived memory",
+    "secret": "likely secret in a file that may be committed",
+}
+FIXABLE = {"index-dangling", "index-unlisted", "index-duplicate", "index-stale", "crlf"}
+
+_WIKI = re.compile(r"\[\[([^\]\n]+)\]\]")
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HASH_VALUE = re.compile(r"^[A-Za-z_][\w-]*:[ \t]+(?![\"'|>\[{&*!])[^\n]*?[ \t]#")
+SECRETS = (
+    ("private key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
+    ("AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{40,}\b")),
+    ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b")),
+    ("API key", re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}\b")),
+    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),
+    ("JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),
+    (
+        "password or secret assignment",
+        re.compile(r"(?i)\b(?:password|passwd|secret|api[_-]?key|token)\s*[:=]\s*['\"]?[^\s'\"`]{12,}"),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    file: str
+    message: str
+    line: int | None = None
+    severity: str = "problem"  # or "hint"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "file": self.file,
+            "line": self.line,
+            "severity": self.severity,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """Every finding, by check then file; `problems` counts all but hints."""
+
+    findings: tuple[Finding, ...]
+    files: int
+
+    @property
+    def problems(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "problem")
+
+    @property
+    def ok(self) -> bool:
+        return self.problems == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "files": self.files,
+            "problems": self.problems,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def check(
+    *,
+    texts: Mapping[str, str],
+    memories: Mapping[str, Memory],
+    unreadable: Iterable[tuple[str, str]],
+    index_report: IndexReport,
+    index_text: str,
+    index_name: str,
+    archived: Iterable[Memory],
+    today: dt.date | None = None,
+) -> HealthReport:
+    """Run every check. `texts`: each readable memory's text; `memories`: those that parsed."""
+    today = today or dt.date.today()
+    found: list[Finding] = []
+    found += _index(index_report, index_text, index_name)
+    broken = list(unreadable)
+    found += [Finding("unreadable", name, rule) for name, rule in broken]
+    found += _case_duplicates(sorted(set(texts) | {name for name, _ in broken}))
+    names = {name_key(n) for n in texts} | {name_key(n[:-3]) for n in texts}
+    names |= {name_key(m.name) for m in memories.values() if m.name}
+    archived_names: set[str] = set()
+    for m in archived:
+        archived_names |= {name_key(m.file), name_key(m.file[:-3])} | (
+            {name_key(m.name)} if m.name else set()
+        )
+    descriptions: dict[str, list[str]] = defaultdict(list)
+    for file, text in sorted(texts.items(), key=lambda item: name_key(item[0])):
+        memory = memories.get(file)
+        found += _file(file, text, memory, names, archived_names, today)
+        if memory and memory.description:
+            descriptions[" ".join(memory.description.casefold().split())].append(file)
+    for files in descriptions.values():
+        if len(files) > 1:
+            for file in files:
+                others = ", ".join(f for f in files if f != file)
+                found.append(Finding("duplicate-description", file, f"same description as {others}"))
+    order = list(CHECKS)
+    found.sort(key=lambda f: (order.index(f.check), name_key(f.file), f.line or 0))
+    return HealthReport(tuple(found), len(texts))
+
+
+def _index(report: IndexReport, text: str, index_name: str) -> list[Finding]:
+    found = [
+        Finding("index-dangling", index_name, f"lists {e.target}, which does not exist", e.line)
+        for e in report.dangling
+    ]
+    found += [
+        Finding("index-duplicate", index_name, f"lists {e.target} again", e.line) for e in report.duplicates
+    ]
+    found += [
+        Finding("index-stale", index_name, f"line for {e.target} is out of date", e.line)
+        for e in report.stale
+    ]
+    found += [Finding("index-unlisted", f, f"not listed in {index_name}") for f in report.unlisted]
+    lines, size = len(split_lines(text)), len(text.encode("utf-8"))
+    if lines > MAX_INDEX_LINES or size > MAX_INDEX_BYTES:
+        found.append(
+            Finding(
+                "index-too-long",
+                index_name,
+                f"{lines} lines, {size} bytes: Claude Code loads only the first {MAX_INDEX_LINES} lines "
+                f"or {MAX_INDEX_BYTES // 1024} KB; keep one short line per memory",
+            )
+        )
+    return found
+
+
+def _case_duplicates(files: Sequence[str]) -> list[Finding]:
+    groups: dict[str, list[str]] = defaultdict(list)
+    for f in files:
+        groups[name_key(f)].append(f)
+    return [
+        Finding(
+            "case-duplicate", f, f"same name as {', '.join(o for o in group if o != f)} when case is ignored"
+        )
+        for group in groups.values()
+        if len(group) > 1
+        for f in sorted(group)
+    ]
+
+
+def _file(
+    file: str, text: str, memory: Memory | None, names: set[str], archived: set[str], today: dt.date
+) -> list[Finding]:
+    found = []
+    if "\r" in text:
+        found.append(
+            Finding("crlf", file, "uses CRLF line endings (sagemem writes LF; `check --fix` converts)")
+        )
+    try:
+        parts = frontmatter.split(text, file)
+    except InvalidMemory:  # reported as unreadable by the scan
+        return found + _secrets(file, text)
+    if not parts.has_frontmatter:
+        found.append(Finding("no-frontmatter", file, "has no frontmatter: add name, description and type"))
+    elif memory is not None:
+        lines = frontmatter.key_lines(parts.matter)
+        if not memory.description:
+            found.append(Finding("description", file, "has no description: it can hardly be found"))
+        elif "description" in lines and lines["description"][1] - lines["description"][0] > 1:
+            found.append(
+                Finding(
+                    "description",
+                    file,
+                    "description spans several lines: keep it to one",
+                    lines["description"][0] + 2,
+                )
+            )
+        for number, line in enumerate(split_lines(parts.matter), 2):
+            if _HASH_VALUE.match(line):
+                found.append(
+                    Finding(
+                        "hash-comment",
+                        file,
+                        f"YAML reads '{line.strip()[:60]}' only up to ' #'; quote the value",
+                        number,
+                    )
+                )
+        prefix = file.split("_", 1)[0].lower() if "_" in file else ""
+        if prefix in TYPES and memory.type and memory.type != prefix:
+            found.append(
+                Finding("type-mismatch", file, f"type is {memory.type!r} but the file name says {prefix!r}")
+            )
+        if memory.updated:
+            try:
+                day = dt.date.fromisoformat(memory.updated[:10])
+                if day > today:
+                    found.append(
+                        Finding("future-updated", file, f"updated: {memory.updated} is in the future")
+                    )
+            except ValueError:
+                pass
+    if memory is not None:
+        found += _links(file, memory.body, memory.body_line, names, archived)
+    return found + _secrets(file, text)
+
+
+def _links(file: str, body: str, first_line: int, names: set[str], archived: set[str]) -> list[Finding]:
+    found = []
+    in_fence = False
+    for number, line in enumerate(body.split("\n"), first_line):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        for match in _WIKI.finditer(_CODE_SPAN.sub("", line)):
+            target = match.group(1).split("|", 1)[0].split("#", 1)[0].strip()
+            key = name_key(target[:-3] if target.lower().endswith(".md") else target)
+            if not key or key in names or name_key(target) in names:
+                continue
+            if key in archived or name_key(target) in archived:
+                found.append(
+                    Finding(
+                        "archived-link", file, f"[[{target}]] points to an archived memory", number, "hint"
+                    )
+                )
+            else:
+                found.append(Finding("broken-link", file, f"[[{target}]] matches no memory", number))
+    return found
+
+
+def _secrets(file: str, text: str) -> list[Finding]:
+    found = []
+    for number, line in enumerate(text.split("\n"), 1):
+        for label, pattern in SECRETS:
+            if pattern.search(line):
+                found.append(Finding("secret", file, f"looks like a {label}; move it out of memory", number))
+                break
+    return found

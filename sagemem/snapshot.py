@@ -1,0 +1,185 @@
+"""Snapshots and rollback: a way back from any bulk change.
+
+A snapshot copies every top-level memory and MEMORY.md into `<state>/snapshots/<id>/`, with a
+`MANIFEST.json` holding each file's size and sha256. A rollback first verifies the snapshot
+against its manifest (a changed, missing or extra file, or a damaged manifest, refuses it),
+then snapshots the present (a "protection" snapshot; if that cannot be completed, nothing is
+touched), then writes the snapshot's files back. It never deletes: with scope `all`, a memory
+that did not exist when the snapshot was taken is moved to `archive/`. Each rollback is
+recorded in `<state>/snapshots/rollbacks.json`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import SagememError
+from .files import read_bytes, write_atomic
+from .names import INDEX_NAME, check_name, name_key
+
+KINDS = ("manual", "auto", "protection")
+KEEP_PROTECTION = 3
+_ID = re.compile(r"\A\d{8}-\d{6}-\d{6}\Z")
+
+
+class SnapshotInvalid(SagememError):
+    """A snapshot does not match its manifest; it is refused, nothing changed."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot's identity and manifest."""
+
+    id: str
+    kind: str
+    label: str
+    created: str
+    files: tuple[dict[str, Any], ...]  # {"name", "bytes", "sha256"}
+    path: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "label": self.label,
+            "created": self.created,
+            "files": len(self.files),
+            "bytes": sum(f["bytes"] for f in self.files),
+        }
+
+
+def folder(state_dir: Path) -> Path:
+    return state_dir / "snapshots"
+
+
+def create(
+    memory_dir: Path, state_dir: Path, names: Iterable[str], *, label: str = "", kind: str = "manual"
+) -> Snapshot:
+    """Copy `names` (top-level files of `memory_dir`) into a new snapshot. A file that cannot be
+    read aborts the snapshot and removes what was copied: an incomplete snapshot is no way back."""
+    now = dt.datetime.now(dt.timezone.utc)
+    folder(state_dir).mkdir(parents=True, exist_ok=True)
+    while True:  # ids sort in the order snapshots were taken, even within one second
+        sid = f"{now:%Y%m%d-%H%M%S-%f}"
+        target = folder(state_dir) / sid
+        try:
+            target.mkdir()
+            break
+        except FileExistsError:
+            now += dt.timedelta(microseconds=1)
+    (target / "files").mkdir()
+    files = []
+    try:
+        for name in sorted(set(names), key=name_key):
+            data = read_bytes(memory_dir / name, limit=None)
+            (target / "files" / name).write_bytes(data)
+            files.append({"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        created = now.isoformat(timespec="seconds")
+        manifest = {"schema": 1, "id": sid, "kind": kind, "label": label, "created": created, "files": files}
+        write_atomic(
+            target / "MANIFEST.json", (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode()
+        )
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return Snapshot(sid, kind, label, manifest["created"], tuple(files), target)
+
+
+def load(state_dir: Path, sid: str) -> Snapshot:
+    """The snapshot `sid`, verified against its manifest (`SnapshotInvalid` otherwise)."""
+    if not _ID.match(sid):
+        raise SnapshotInvalid(f"{sid}: no such snapshot")
+    path = folder(state_dir) / sid
+    if not path.is_dir():
+        raise SnapshotInvalid(f"{sid}: no such snapshot")
+    try:
+        manifest = json.loads((path / "MANIFEST.json").read_text(encoding="utf-8"))
+        files = tuple(manifest["files"])
+        snapshot = _from_manifest({**manifest, "files": files}, path)
+    except (OSError, ValueError, KeyError, TypeError):
+        raise SnapshotInvalid(f"{sid}: MANIFEST.json is missing or damaged") from None
+    _verify(snapshot)
+    return snapshot
+
+
+def listing(state_dir: Path) -> list[Snapshot]:
+    """Every snapshot whose manifest reads, oldest first (damaged ones are left out)."""
+    found = []
+    base = folder(state_dir)
+    if not base.is_dir():
+        return []
+    for item in sorted(base.iterdir()):
+        if _ID.match(item.name):
+            try:
+                manifest = json.loads((item / "MANIFEST.json").read_text(encoding="utf-8"))
+                found.append(_from_manifest(manifest, item))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return found
+
+
+def prune(state_dir: Path, keep: int) -> list[str]:
+    """Remove all but the newest `keep` manual/auto snapshots and 3 protection snapshots."""
+    removed = []
+    snapshots = listing(state_dir)
+    for kinds, limit in ((("manual", "auto"), keep), (("protection",), KEEP_PROTECTION)):
+        chosen = [s for s in snapshots if s.kind in kinds]
+        for old in chosen[: max(0, len(chosen) - limit)]:
+            shutil.rmtree(old.path, ignore_errors=True)
+            removed.append(old.id)
+    return removed
+
+
+def record_rollback(state_dir: Path, entry: dict[str, Any]) -> None:
+    path = folder(state_dir) / "rollbacks.json"
+    try:
+        history = json.loads(path.read_text(encoding="utf-8"))
+        history = history if isinstance(history, list) else []
+    except (OSError, ValueError):
+        history = []
+    history = (history + [entry])[-200:]
+    write_atomic(path, (json.dumps(history, ensure_ascii=False, indent=1) + "\n").encode())
+
+
+def _verify(snapshot: Snapshot) -> None:
+    stored = snapshot.path / "files"
+    if not stored.is_dir():
+        raise SnapshotInvalid(f"{snapshot.id}: has no files folder")
+    listed = {}
+    for item in snapshot.files:
+        name = str(item.get("name", ""))
+        try:
+            if name_key(name) != name_key(INDEX_NAME):
+                check_name(name)
+        except SagememError:
+            raise SnapshotInvalid(f"{snapshot.id}: the manifest names {name!r}, not a memory file") from None
+        listed[name] = item
+    present = {p.name for p in stored.iterdir()}
+    extra = present - set(listed)
+    if extra:
+        raise SnapshotInvalid(f"{snapshot.id}: files not in the manifest: {', '.join(sorted(extra))}")
+    for name, item in listed.items():
+        if name not in present:
+            raise SnapshotInvalid(f"{snapshot.id}: {name} is missing")
+        data = (stored / name).read_bytes()
+        if hashlib.sha256(data).hexdigest() != item.get("sha256") or len(data) != item.get("bytes"):
+            raise SnapshotInvalid(f"{snapshot.id}: {name} does not match its sha256 in the manifest")
+
+
+def _from_manifest(manifest: dict[str, Any], path: Path) -> Snapshot:
+    return Snapshot(
+        manifest["id"],
+        manifest["kind"],
+        manifest.get("label", ""),
+        manifest["created"],
+        tuple(manifest["files"]),
+        path,
+    )

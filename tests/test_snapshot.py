@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sagemem import MemoryStore
+from sagemem.snapshot import SnapshotInvalid
+
+from .conftest import write_file
+
+
+def live(store: MemoryStore) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in store.memory_dir.glob("*.md")}
+
+
+@pytest.fixture
+def filled(store: MemoryStore) -> MemoryStore:
+    store.create(type="project", name="a", description="alpha", body="first body")
+    store.create(type="user", name="b", description="beta")
+    return store
+
+
+def test_snapshot_copies_every_memory_and_the_index(filled: MemoryStore) -> None:
+    made = filled.snapshot(label="before a big edit")
+    stored = {p.name: p.read_bytes() for p in (made.path / "files").iterdir()}
+    assert stored == live(filled)
+    manifest = json.loads((made.path / "MANIFEST.json").read_text())
+    assert manifest["label"] == "before a big edit" and {f["name"] for f in manifest["files"]} == set(stored)
+    assert [s.id for s in filled.snapshots()] == [made.id]
+
+
+def test_rollback_puts_files_back_and_protects_the_present(filled: MemoryStore) -> None:
+    made = filled.snapshot()
+    before = live(filled)
+    write_file(filled, "project_a.md", "---\ndescription: edited by mistake\n---\n")
+    (filled.memory_dir / "user_b.md").unlink()
+    write_file(filled, "project_new.md", "---\ndescription: made later\n---\n")
+    present = live(filled)
+    outcome = filled.rollback(made.id)
+    assert sorted(outcome["restored"]) == ["project_a.md", "user_b.md"]
+    assert {k: v for k, v in live(filled).items() if k != "project_new.md"} == before
+    assert (filled.memory_dir / "project_new.md").exists()  # scope files leaves it
+    protection = next(s for s in filled.snapshots() if s.id == outcome["protection"])
+    assert protection.kind == "protection"
+    assert {p.name: p.read_bytes() for p in (protection.path / "files").iterdir()} == present
+    history = json.loads((filled.state_dir / "snapshots" / "rollbacks.json").read_text())
+    assert history[-1]["snapshot"] == made.id
+
+
+def test_scope_all_archives_what_the_snapshot_did_not_have_and_never_deletes(filled: MemoryStore) -> None:
+    made = filled.snapshot()
+    write_file(filled, "project_new.md", "---\ndescription: made later\n---\n")
+    write_file(filled, "project_kept.md", "---\ndescription: locked one\n---\n")
+    filled.lock("project_kept.md")
+    outcome = filled.rollback(made.id, scope="all")
+    assert outcome["retired"] == ["project_new.md"] and outcome["kept"] == ["project_kept.md"]
+    assert (filled.memory_dir / "archive" / "project_new.md").exists()
+    assert (filled.memory_dir / "project_kept.md").exists()  # a locked memory survives
+
+
+@pytest.mark.parametrize("damage", ["tamper", "missing", "extra", "manifest", "traversal"])
+def test_a_damaged_snapshot_is_refused_and_nothing_changes(filled: MemoryStore, damage: str) -> None:
+    made = filled.snapshot()
+    files = made.path / "files"
+    if damage == "tamper":
+        (files / "project_a.md").write_text("---\ndescription: forged\n---\n")
+    elif damage == "missing":
+        (files / "user_b.md").unlink()
+    elif damage == "extra":
+        (files / "project_extra.md").write_text("x")
+    elif damage == "manifest":
+        (made.path / "MANIFEST.json").write_text("{not json")
+    else:
+        manifest = json.loads((made.path / "MANIFEST.json").read_text())
+        manifest["files"][0]["name"] = "../../outside.md"
+        (made.path / "MANIFEST.json").write_text(json.dumps(manifest))
+    write_file(filled, "project_a.md", "---\ndescription: current\n---\n")
+    before, snapshots = live(filled), len(filled.snapshots())
+    with pytest.raises(SnapshotInvalid):
+        filled.rollback(made.id)
+    assert live(filled) == before and len(filled.snapshots()) == snapshots
+
+
+def test_only_the_newest_snapshots_are_kept(filled: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAGEMEM_SNAPSHOT_KEEP", "2")
+    made = [filled.snapshot(label=str(i)).id for i in range(4)]
+    assert [s.id for s in filled.snapshots()] == made[-2:]
+
+
+def test_bulk_operations_take_a_snapshot_first(filled: MemoryStore) -> None:
+    assert filled.rebuild_index() is False and filled.snapshots() == []  # nothing to change, no snapshot
+    write_file(filled, "project_c.md", "---\ndescription: gamma\n---\n")
+    assert filled.rebuild_index() is True
+    assert [s.label for s in filled.snapshots()] == ["before index --rebuild"]
+    old = time.time() - 400 * 86400
+    for name in ("project_a.md", "project_c.md"):
+        os.utime(filled.memory_dir / name, (old, old))
+        path = filled.memory_dir / name
+        path.write_text(path.read_text().replace("updated:", "updatedx:"))
+        os.utime(path, (old, old))
+    filled.lock("project_c.md")
+    archived = filled.archive_candidates()
+    assert [m.file for m in archived] == ["project_a.md"]
+    assert filled.snapshots()[-1].label == "before archiving 1 candidate(s)"
+    assert "project_a.md" in {p.name for p in (filled.snapshots()[-1].path / "files").iterdir()}
+    assert (filled.memory_dir / "project_c.md").exists()
+
+
+def test_rollback_cli_refuses_with_a_clear_message(filled: MemoryStore, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sagemem.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["--dir", str(filled.memory_dir), "snapshot", "rollback", "20990101-000000-000000"]
+    )
+    assert result.exit_code == 1 and "no such snapshot" in result.stderr
+    made = filled.snapshot()
+    result = CliRunner().invoke(
+        cli, ["--dir", str(filled.memory_dir), "snapshot", "rollback", made.id, "--json"]
+    )
+    assert result.exit_code == 0 and json.loads(result.stdout)["snapshot"] == made.id
