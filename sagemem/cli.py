@@ -12,6 +12,7 @@ import datetime as dt
 import difflib
 import json
 import math
+import os
 import re
 import sys
 import unicodedata
@@ -45,6 +46,9 @@ class _Group(click.Group):
                 return super().invoke(ctx)
             except SagememError as exc:
                 raise _Failure(str(exc), exc.exit_code) from exc
+            except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps exit-time flushes quiet
+                raise SystemExit(0) from None
             except OSError as exc:
                 where = f"{exc.filename}: " if exc.filename else ""
                 raise _Failure(f"{where}{exc.strerror or exc}", 1) from exc
@@ -448,9 +452,20 @@ def inject(ctx: _Context, query: str, session: str | None, reset: bool, output: 
     """
     if reset and session is None:
         raise click.UsageError("--reset needs --session")
-    store = ctx.store
-    injection = store.inject(query, session=session, reset=reset)
-    if store.settings().debug:
+    # The hot path: the inject module directly (what MemoryStore.inject calls), so that a
+    # prompt does not pay for importing the writing half of the library (YAML, guard, index).
+    from .config import load_settings
+    from .errors import StoreNotFound
+    from .inject import inject as run_inject
+
+    location = ctx.location
+    if not location.memory_dir.is_dir():
+        raise StoreNotFound(f"{location.memory_dir}: memory directory does not exist (run `sagemem init`)")
+    settings = load_settings(location.state_dir)
+    injection = run_inject(
+        location.memory_dir, location.state_dir, query, settings, session=session, reset=reset
+    )
+    if settings.debug:
         click.echo(f"sagemem: debug {json.dumps(injection.diagnostics, ensure_ascii=False)}", err=True)
     if output == "json":
         return _print_json(injection.to_dict())

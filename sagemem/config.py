@@ -43,6 +43,13 @@ def user_memory_dir(env: Mapping[str, str] | None = None) -> Path:
     return home / PROJECT_DIR
 
 
+def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where caches go when the state dir cannot be written: `$XDG_CACHE_HOME/sagemem`."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(base) / "sagemem"
+
+
 def locate(
     memory_dir: str | os.PathLike[str] | None = None,
     state_dir: str | os.PathLike[str] | None = None,

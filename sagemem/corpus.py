@@ -6,14 +6,15 @@ Building them means parsing YAML and, for Chinese, loading jieba, so two cache f
 the work between calls:
 
 * `<state>/cache/index`: the inverted indexes and every file's stat. When no memory's stat
-  (mtime, size, inode) changed, this one read is all a call needs.
+  (mtime, size, inode, ctime) changed, this one read is all a call needs.
 * `<state>/cache/tokens`: each file's tokens. When some files changed, only those are read
   again, and a file whose stat changed but whose bytes hash the same is not re-tokenised;
   the indexes are then rebuilt from the tokens.
 
 A cache that is missing, damaged (each file carries a checksum) or of another format is
 ignored and rebuilt, never trusted; results are the same with and without it. Cache writes
-are atomic, so two processes refreshing it at once each leave a whole file.
+are atomic, so two processes refreshing it at once each leave a whole file. Where the state
+dir cannot be written (a sandbox), the cache goes to the user's cache directory instead.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .bm25 import Index
+from .config import user_cache_dir
 from .errors import SagememError
 from .files import read_bytes, write_atomic
 from .names import check_name, is_reserved, name_key
@@ -44,7 +46,7 @@ FORMAT = 2
 FIELD_WEIGHTS = (("description", 3), ("name", 2), ("aliases", 2), ("tags", 1), ("file", 1))
 _HEADING = re.compile(r"^#{1,6}\s")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-Stamp = tuple[int, int, int]
+Stamp = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -179,13 +181,13 @@ def build(memory: Memory, mtime: float) -> tuple[Entry, Tokens]:
 
 def load(memory_dir: Path, state_dir: Path, *, use_cache: bool = True) -> Corpus:
     """The corpus of `memory_dir`, from the cache where files have not changed."""
-    folder = state_dir / "cache"
+    folders = _cache_folders(memory_dir, state_dir) if use_cache else []
     stamps = dict(_memory_files(memory_dir))
-    if use_cache:
+    for folder in folders:
         ready = _read_index(folder / "index", stamps)
         if ready is not None:
             return ready
-    known = _read_tokens(folder / "tokens") if use_cache else {}
+    known = next((found for f in folders if (found := _read_tokens(f / "tokens"))), {})
     files: dict[str, tuple[Stamp, Entry, Tokens]] = {}
     for name, stamp in stamps.items():
         hit = known.get(name)
@@ -204,9 +206,16 @@ def load(memory_dir: Path, state_dir: Path, *, use_cache: bool = True) -> Corpus
         Index.build(tf for n in order for tf in files[n][2].paragraphs),
         owners,
     )
-    if use_cache:
-        _save(folder, corpus, files, stamps)
+    for folder in folders:
+        if _save(folder, corpus, files, stamps):
+            break
     return corpus
+
+
+def _cache_folders(memory_dir: Path, state_dir: Path) -> list[Path]:
+    """Where the cache may live: the state dir, else the user's cache dir (keyed by memory dir)."""
+    key = hashlib.sha256(str(memory_dir.absolute()).encode("utf-8")).hexdigest()[:16]
+    return [state_dir / "cache", user_cache_dir() / key]
 
 
 def _memory_files(memory_dir: Path) -> list[tuple[str, Stamp]]:
@@ -225,7 +234,9 @@ def _memory_files(memory_dir: Path) -> list[tuple[str, Stamp]]:
             except SagememError:
                 continue
             info = item.stat(follow_symlinks=False)
-            found.append((name, (info.st_mtime_ns, info.st_size, info.st_ino)))
+            # ctime too: an edit that keeps the size and restores the mtime (cp -p, rsync -t,
+            # tar) still changes it.
+            found.append((name, (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)))
     return found
 
 
@@ -283,7 +294,7 @@ def _save(
     corpus: Corpus,
     files: dict[str, tuple[Stamp, Entry, Tokens]],
     listed: dict[str, Stamp],
-) -> None:
+) -> bool:
     owners = array("I", (n for pair in corpus.owners for n in pair))
     index = {
         # Files that are not memories (broken ones) are listed too, so they do not make every
@@ -305,7 +316,8 @@ def _save(
         _write(folder / "tokens", tokens)
         _write(folder / "index", index)
     except OSError:
-        pass  # a read-only state dir costs speed, never results
+        return False  # an unwritable place costs speed, never results
+    return True
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -53,8 +53,10 @@ class Parts:
 
     @property
     def body_line(self) -> int:
-        """1-based line number of the body's first line in the file."""
-        return (self.head + self.matter + self.tail).count("\n") + 1
+        """1-based line number of the body's first line in the file (one past the end when the
+        file stops at the closing fence)."""
+        before = self.head + self.matter + self.tail
+        return before.count("\n") + (1 if before.endswith("\n") or not before else 2)
 
 
 class _NoAliasLoader(yaml.SafeLoader):

@@ -39,22 +39,25 @@ _INTENTS = {
     ),
     "correct": re.compile(
         r"(?:\bnot\b|n't)[^.?!]*\bany ?more\b|\bno longer\b|\binstead of\b|\bchanged? (?:it )?to\b|"
-        r"\bactually\b|\bswitch(?:ed)? to\b|不用[^。？！]*了|不再|改成|改为|换成|其实是|更正|已经不",
+        r"\bswitch(?:ed)? to\b|\bwe now use\b|不用[^。？！]*了|不再|改成|改为|换成|其实是|更正|已经不",
         re.I,
     ),
     "why": re.compile(
-        r"\bwhy\b|\breasons?\b|\bbased on\b|\bevidence\b|\bsource\b|为什么|为何|依据|原因|理由|出处", re.I
+        r"\bwhy\b|\breasons?\b|\bbased on what\b|\bevidence\b|为什么|为何|依据|原因|理由|出处", re.I
     ),
 }
 _HISTORY = re.compile(
-    r"\blast time\b|\bremember\b|\bpreviously\b|\bearlier\b|\bwe (?:decided|agreed|discussed|said)\b|"
+    r"\blast time\b|\bdo you remember\b|\bremember when\b|\bpreviously\b|\bearlier\b|"
+    r"\bwe (?:decided|agreed|discussed|said)\b|"
     r"\bwhat did (?:we|i)\b|之前|上次|以前|记得|先前|我们(?:定|说|讨论|商量)过",
     re.I,
 )
 _DONE_ITEM = re.compile(r"^\s*[-*] \[[xX]\]\s+(.+)$", re.M)
+# Evidence that a checklist item was done: a command or path in backticks, a file name, a
+# path from the root or home, or a test result.
 _EVIDENCE = re.compile(
-    r"`[^`]+`|\b[\w.-]+/[\w./-]+|\b\w+\.(?:py|js|ts|go|rs|md|json|ya?ml|toml|sh|sql|java|kt|swift|c|h|cpp)\b|"
-    r"\b(?:pass(?:ed|es)?|fail(?:ed|s)?|ok|green)\b|✓|✔|通过|测试",
+    r"`[^`]+`|\b[\w-]+\.(?:py|js|ts|tsx|go|rs|md|json|ya?ml|toml|sh|sql|java|kt|swift|c|h|cpp|rb|php)\b|"
+    r"(?:^|\s)(?:~|\.{1,2})?/[\w.-]+|\b\d+ (?:passed|failed|tests?)\b|\b(?:passed|green)\b|✓|✔|通过",
     re.I,
 )
 
@@ -157,7 +160,7 @@ def inject(
 
 
 class _Plan:
-    """One injection's work, kept in one place so the ledger can be applied or skipped."""
+    """One injection's inputs, so the same work can run with the session ledger or without."""
 
     def __init__(
         self,
@@ -174,8 +177,7 @@ class _Plan:
         self.query, self.settings, self.lang, self.task = query, settings, lang, task
 
     def run(self, ledger: Ledger, *, stateless: bool) -> Injection:
-        settings, lang = self.settings, self.lang
-        budget = settings.budget
+        budget, lang = self.settings.budget, self.lang
         reserve = reserve_for(budget)
         signature = hashlib.sha256(" ".join(self.query.split()).encode("utf-8")).hexdigest()[:16]
         repeated = not stateless and ledger.last_query == signature
@@ -183,61 +185,86 @@ class _Plan:
         wants = intents(self.query)
         again = bool(wants & {"verify", "correct", "why"})
 
-        snippets: list[render.Snippet] = []
-        parts: list[str] = []
-        baseline: list[str] = []
+        baseline = [] if repeated or stateless or ledger.baseline_done else self._baseline()
+        given = _ranges(ledger.injected, stateless)
+        for snippet in baseline:  # a hit inside a baseline memory shown now is not shown twice
+            given.setdefault(snippet.file, []).append((snippet.start, snippet.end))
+
+        def already(hit: Hit) -> bool:
+            return not again and any(s <= hit.start and hit.end <= e for s, e in given.get(hit.file, ()))
+
+        hits, held = ([], []) if repeated else self.result.pick(already)
+        pending = [("baseline", s) for s in baseline]
+        pending += [("hit", s) for h in hits if (s := read_snippet(self.memory_dir, h.entry, h.start, h.end))]
+
+        # The framing (intro, discipline, fence, status) is paid once per injection; sized here
+        # with the longest status line it can have.
+        framing = len(
+            render.render(
+                [""], lang=lang, memory_dir=str(self.memory_dir), used=budget, limit=budget, omitted=999
+            )
+        )
+        spent = framing
+        chosen: list[tuple[str, render.Snippet, str]] = []
         omitted: list[render.Snippet] = []
-        pending = [] if repeated else self._hits(ledger, stateless)
         for kind, snippet in pending:
-            key = f"{snippet.file}:{snippet.start}-{snippet.end}"
-            digest = hashlib.sha256(snippet.text.encode("utf-8")).hexdigest()[:16]
-            if not stateless and ledger.injected.get(key) == digest and not (again and kind == "hit"):
-                continue
             part = render.snippet_part(snippet, lang)
-            size = len(part.encode("utf-8"))
-            if ledger.used + size > budget - reserve:
+            size = len(part.encode("utf-8")) + 2
+            if ledger.used + spent + size > budget - reserve:
                 omitted.append(snippet)
                 continue
-            ledger.used += size
-            ledger.injected[key] = digest
-            snippets.append(snippet)
-            parts.append(part)
-            if kind == "baseline":
-                baseline.append(snippet.file)
-        if not stateless and not repeated:
-            ledger.baseline_done = True
+            spent += size
+            chosen.append((kind, snippet, part))
 
-        extra = []
-        card = "" if repeated else self._card(omitted, bool(parts), wants)
+        card = "" if repeated else self._card(omitted, held, bool(chosen), wants)
+        if not chosen and ledger.used + framing > budget - reserve:
+            card = ""  # not even the framing fits: stay silent
+        cards = []
         if card:
             digest = hashlib.sha256(card.encode("utf-8")).hexdigest()[:16]
             size = len(card.encode("utf-8"))
             if (stateless or digest not in ledger.cards) and ledger.reserve_used + size <= reserve:
                 ledger.reserve_used += size
                 ledger.cards.append(digest)
-                extra.append(card)
+                cards.append(card)
             else:
                 card = ""
-        checkpoint = self._checkpoint() if (parts or extra or baseline) else ""
-        if checkpoint:
-            extra.append(checkpoint)
-        held = len(self.result.held_back) + len(omitted)
+        if chosen or cards or baseline:
+            checkpoint = self._checkpoint()
+            cards += [checkpoint] if checkpoint else []
+
         text = ""
-        if parts or extra:
-            text = render.render(
-                parts,
-                lang=lang,
-                memory_dir=str(self.memory_dir),
-                used=ledger.used,
-                limit=budget,
-                omitted=held,
-                extra=extra,
-            )
+        if chosen or cards:
+            parts = [part for _, _, part in chosen]
+            count = len(held) + len(omitted)
+            base = ledger.used
+
+            def draw(used: int) -> str:
+                return render.render(
+                    parts,
+                    lang=lang,
+                    memory_dir=str(self.memory_dir),
+                    used=used,
+                    limit=budget,
+                    omitted=count,
+                    extra=cards,
+                )
+
+            text = draw(base + spent)
+            # Charge what was printed, cards excepted (they have the reserve).
+            ledger.used = base + len(text.encode("utf-8")) - sum(len(c.encode("utf-8")) + 2 for c in cards)
+            text = draw(ledger.used)
+        for _, snippet, _ in chosen:
+            key = f"{snippet.file}:{snippet.start}-{snippet.end}"
+            ledger.injected[key] = hashlib.sha256(snippet.text.encode("utf-8")).hexdigest()[:16]
+        if not stateless and not repeated:
+            ledger.baseline_done = True
+        snippets = tuple(snippet for _, snippet, _ in chosen)
         diagnostics = {
             "scanned": self.result.scanned,
             "terms": list(self.result.terms),
-            "candidates": [[h.file, h.start, round(h.score, 3), h.stage] for h in self.result.hits],
-            "held_back": [[h.file, round(h.score, 3)] for h in self.result.held_back],
+            "candidates": [[h.file, h.start, round(h.score, 3), h.stage] for h in self.result.ranked],
+            "held_back": [[h.file, round(h.score, 3)] for h in held],
             "injected": [f"{s.file}:{s.start}-{s.end}" for s in snippets],
             "bytes": len(text.encode("utf-8")),
             "omitted": len(omitted),
@@ -246,61 +273,48 @@ class _Plan:
         }
         return Injection(
             text=text,
-            snippets=tuple(snippets),
-            baseline=tuple(baseline),
-            omitted=held,
+            snippets=snippets,
+            baseline=tuple(s.file for kind, s, _ in chosen if kind == "baseline"),
+            omitted=len(held) + len(omitted),
             card=card,
             session_used=ledger.used,
             budget=budget,
             diagnostics=diagnostics,
         )
 
-    def _hits(self, ledger: Ledger, stateless: bool) -> list[tuple[str, render.Snippet]]:
-        found: list[tuple[str, render.Snippet]] = []
-        if not stateless and not ledger.baseline_done:
-            chosen = sorted(
-                (e for e in self.corpus.entries if e.baseline),
-                key=lambda e: (-e.baseline_priority, e.file),
-            )[:MAX_BASELINE]
-            for entry in chosen:
-                snippet = self._snippet(entry, entry.body_start, entry.body_end)
-                if snippet is not None:
-                    found.append(("baseline", snippet))
-        seen = {(s.file, s.start, s.end) for _, s in found}
-        for hit in self.result.hits:
-            snippet = self._snippet(hit.entry, hit.start, hit.end)
-            if snippet is not None and (snippet.file, snippet.start, snippet.end) not in seen:
-                found.append(("hit", snippet))
-        return found
+    def _baseline(self) -> list[render.Snippet]:
+        chosen = sorted(
+            (e for e in self.corpus.entries if e.baseline), key=lambda e: (-e.baseline_priority, e.file)
+        )
+        found = [read_snippet(self.memory_dir, e, e.body_start, e.body_end) for e in chosen[:MAX_BASELINE]]
+        return [s for s in found if s is not None]
 
-    def _snippet(self, entry: Entry, start: int, end: int) -> render.Snippet | None:
-        return read_snippet(self.memory_dir, entry, start, end)
-
-    def _card(self, omitted: list[render.Snippet], injected: bool, wants: set[str]) -> str:
+    def _card(self, omitted: list[render.Snippet], held: list[Hit], injected: bool, wants: set[str]) -> str:
         """A gap card, only for a real gap: found but not shown, or history asked and not held."""
         t = CARD_TEXT[self.lang]
-        held: list[Hit] = list(self.result.held_back)
         count = len(held) + len(omitted)
         if count:
             # The best lead: what the budget kept out (it scored higher), else the best held back.
-            lead = (
+            file, description = (
                 (omitted[0].file, omitted[0].description) if omitted else (held[0].file, held[0].description)
             )
             why = t["budget"] if omitted else t["score"]
-            text = t["held"].format(
-                n=count,
-                ies="y" if count == 1 else "ies",
-                why=why,
-                file=lead[0],
-                description=lead[1] or lead[0],
-            )
-        elif not injected and not self.result.hits and "history" in wants:
-            text = t["none"]
-        else:
-            return ""
-        return _cut_bytes(text, MAX_CARD_BYTES)
+            plural = "y" if count == 1 else "ies"
+
+            def card(text: str) -> str:
+                return t["held"].format(n=count, ies=plural, why=why, file=file, description=text)
+
+            description = " ".join((description or file).split())
+            # Shorten the description, never the action, to keep the card within its bytes.
+            while len(card(description).encode("utf-8")) > MAX_CARD_BYTES and len(description) > 1:
+                description = description[: max(1, len(description) * 3 // 4)].rstrip() + "…"
+            return card(description)
+        if not injected and not self.result.ranked and "history" in wants:
+            return t["none"]
+        return ""
 
     def _checkpoint(self) -> str:
+        """One line naming the task's WORKING.md, its revision, and done items without evidence."""
         if not self.task:
             return ""
         folder = re.sub(r"[^\w.-]", "_", self.task)[:100].strip(".") or "task"
@@ -320,6 +334,19 @@ class _Plan:
         return " ".join(t["task"].format(task=self.task, rev=rev, path=path, undone=undone).split("\n"))
 
 
+def _ranges(injected: dict[str, str], stateless: bool) -> dict[str, list[tuple[int, int]]]:
+    """The line ranges a session has received, by file."""
+    ranges: dict[str, list[tuple[int, int]]] = {}
+    if stateless:
+        return ranges
+    for key in injected:
+        file, _, lines = key.rpartition(":")
+        first, _, last = lines.partition("-")
+        if first.isdigit() and last.isdigit():
+            ranges.setdefault(file, []).append((int(first), int(last)))
+    return ranges
+
+
 def read_snippet(memory_dir: Path, entry: Entry, start: int, end: int) -> render.Snippet | None:
     """Lines `start`..`end` of a memory, blank edge lines trimmed; None if the file changed
     since it was indexed (the next call sees the new text) or cannot be read."""
@@ -334,16 +361,9 @@ def read_snippet(memory_dir: Path, entry: Entry, start: int, end: int) -> render
         lines, start = lines[1:], start + 1
     while lines and not lines[-1].strip():
         lines, end = lines[:-1], end - 1
-    if not lines:  # a memory that is all description: the description is the snippet
-        start = end = entry.body_start
+    if not lines:  # no body: the memory is its frontmatter, and its description says it all
+        start, end = 1, max(1, entry.body_start - 1)
     text = "".join(line.rstrip("\r\n") + "\n" for line in lines)
     return render.Snippet(
         entry.file, start, end, entry.description, text, render.age_days(entry.updated, entry.mtime)
     )
-
-
-def _cut_bytes(text: str, limit: int) -> str:
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    return data[: limit - 3].decode("utf-8", "ignore") + "…"

@@ -1,8 +1,9 @@
-"""The injected text: a short framing, the citation-discipline section, the snippets inside a
-fence that marks them as records, and a status line. English and Chinese templates.
+"""The injected text: a short framing, the citation-discipline section, the snippets (and any
+gap card or task checkpoint) inside a fence that marks them as records, and a status line.
+English and Chinese templates.
 
-The fence is a run of backticks longer than any run inside the snippets, so no memory text
-can close it early and make the rest read as instructions.
+The fence is a run of backticks longer than any run inside it, so no memory text can close
+it early and make the rest read as instructions.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ TEMPLATES = {
         "have changed or no longer exist. Check it in the current code before relying on it, "
         'above all in records marked "saved N days ago". "Memory says X exists" is not "X exists now".',
         "age": " (saved {days} days ago)",
+        "age_one": " (saved 1 day ago)",
         "truncated": "… [truncated; read the rest with `sagemem read {file} --lines {start}-{end}`]",
         "status": "(sagemem: {count} injected; this session {used} of {limit}{omitted})",
         "omitted": "; {n} more not shown, read with `sagemem read FILE`",
@@ -34,6 +36,7 @@ TEMPLATES = {
         "据此动手前先在当前代码里核实，标了「保存于 N 天前」的尤其要核实。"
         "「记忆里写着 X 存在」不等于「X 现在存在」。",
         "age": "（保存于 {days} 天前）",
+        "age_one": "（保存于 1 天前）",
         "truncated": "…（截断；其余部分用 `sagemem read {file} --lines {start}-{end}` 读取）",
         "status": "（sagemem：本次注入 {count} 条；本会话累计 {used} / 上限 {limit}{omitted}）",
         "omitted": "；另有 {n} 条未显示，需要时用 `sagemem read 文件名` 读取",
@@ -53,24 +56,30 @@ class Snippet:
     age_days: int | None
 
 
-def age_days(updated: str | None, mtime: float, today: dt.date | None = None) -> int | None:
-    """Whole days since `updated` (a date or date-time), else since the file's mtime."""
-    today = today or dt.date.today()
-    day = None
+def age_days(updated: str | None, mtime: float, now: dt.datetime | None = None) -> int | None:
+    """Whole days since `updated` (calendar days for a date, elapsed days for a date-time),
+    else elapsed days since the file's mtime; None when neither is known."""
+    now = now or dt.datetime.now()
     if updated:
         try:
-            day = dt.date.fromisoformat(updated[:10])
+            if len(updated) <= 10:
+                return max(0, (now.date() - dt.date.fromisoformat(updated)).days)
+            stamp = dt.datetime.fromisoformat(updated.replace("Z", "+00:00"))
+            if stamp.tzinfo is not None:
+                stamp = stamp.astimezone().replace(tzinfo=None)
+            return max(0, (now - stamp).days)
         except ValueError:
-            day = None
-    if day is None and mtime:
-        day = dt.datetime.fromtimestamp(mtime).date()
-    return None if day is None else max(0, (today - day).days)
+            pass
+    if mtime:
+        return max(0, (now - dt.datetime.fromtimestamp(mtime)).days)
+    return None
 
 
 def snippet_part(snippet: Snippet, lang: str) -> str:
     """`### file.md:40-52 (saved N days ago)`, the description, then the paragraph (cut)."""
     t = TEMPLATES[lang]
-    label = t["age"].format(days=snippet.age_days) if snippet.age_days and snippet.age_days >= 1 else ""
+    days = snippet.age_days or 0
+    label = t["age_one"] if days == 1 else t["age"].format(days=days) if days > 1 else ""
     lines = [f"### {snippet.file}:{snippet.start}-{snippet.end}{label}"]
     if snippet.description:
         lines.append(_cut(snippet.description, MAX_DESCRIPTION_CHARS))
@@ -93,16 +102,16 @@ def render(
     omitted: int,
     extra: Sequence[str] = (),
 ) -> str:
-    """The whole injection around already rendered `parts` (snippets, then cards in `extra`)."""
+    """The whole injection: framing, then the snippets and any cards (`extra`) inside one
+    fence (cards quote memory text too), then the status line."""
     t = TEMPLATES[lang]
-    body = "\n\n".join(parts)
+    body = "\n\n".join([*parts, *extra])
     fence = "`" * max(3, _longest_backticks(body) + 1)
     omitted_text = t["omitted"].format(n=omitted) if omitted else ""
     status = t["status"].format(count=len(parts), used=_kib(used), limit=_kib(limit), omitted=omitted_text)
     blocks = [t["intro"].format(dir=memory_dir), t["discipline"]]
-    if parts:
+    if body:
         blocks.append(f"{fence}text\n{body}\n{fence}")
-    blocks += list(extra)
     blocks.append(status)
     return "\n\n".join(blocks) + "\n"
 

@@ -20,6 +20,8 @@ them. Ties break by file name, then line, so results are deterministic.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import bm25
@@ -41,6 +43,7 @@ class Hit:
     score: float
     stage: str  # "description" (stage 1 + its best paragraph), "opening", or "body" (fallback)
     entry: Entry = field(repr=False, compare=False)
+    first: bool = True  # the memory's best paragraph (else a further one)
 
     @property
     def description(self) -> str:
@@ -53,25 +56,45 @@ class Hit:
 
 @dataclass(frozen=True)
 class Result:
-    """Snippets to inject, best first, and the candidates held back (below the cut or the limit)."""
+    """What a query found. `ranked`: every snippet that passed the gates and the cut, in
+    injection order (every memory's best paragraph, then further paragraphs); `below`: the
+    best snippets of memories that fell under the cut. `pick` applies the limit, after
+    skipping what a session already has, so a snippet already shown frees its place."""
 
-    hits: tuple[Hit, ...]
-    held_back: tuple[Hit, ...]
+    ranked: tuple[Hit, ...]
+    below: tuple[Hit, ...]
     terms: tuple[str, ...]
     scanned: int
+    limit: int
+
+    def pick(self, skip: Callable[[Hit], bool] = lambda _hit: False) -> tuple[list[Hit], list[Hit]]:
+        """The snippets to inject, and the memories held back: not shown, not already given,
+        either past the limit or under the cut."""
+        chosen = [h for h in self.ranked if not skip(h)][: self.limit]
+        shown = {h.file for h in chosen}
+        held = [h for h in self.ranked if h.first and h.file not in shown and not skip(h)]
+        return chosen, held + [h for h in self.below if not skip(h)]
+
+    @property
+    def hits(self) -> tuple[Hit, ...]:
+        return tuple(self.pick()[0])
+
+    @property
+    def held_back(self) -> tuple[Hit, ...]:
+        return tuple(self.pick()[1])
 
 
 def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Result:
     settings = settings or Settings()
     terms = tuple(dict.fromkeys(query_tokens(query, corpus.vocabulary)))
     if not terms:
-        return Result((), (), terms, len(corpus.entries))
+        return Result((), (), terms, len(corpus.entries), settings.limit)
     described = corpus.descriptions.weights(terms)
     weights = corpus.paragraphs.weights(terms)
-    found: dict[int, list[tuple[Paragraph, bm25.Match]]] = {}
+    found: dict[int, list[tuple[Paragraph, bm25.Match, int]]] = {}
     for pid, match in corpus.paragraphs.match(weights).items():
         owner, position = corpus.owners[pid]
-        found.setdefault(owner, []).append((corpus.entries[owner].paragraphs[position], match))
+        found.setdefault(owner, []).append((corpus.entries[owner].paragraphs[position], match, pid))
     for matches in found.values():
         matches.sort(key=lambda pm: (-pm[1].score, pm[0].start))
 
@@ -89,7 +112,7 @@ def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Resu
             ranked.append(
                 [
                     Hit(entry.file, p.start, p.end, share + bm25.coverage(m, weights), "description", entry)
-                    for p, m in found[position]
+                    for p, m, _ in found[position]
                 ]
             )
         else:
@@ -104,22 +127,30 @@ def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Resu
                 continue
             entry = corpus.entries[position]
             hits = [
-                Hit(entry.file, p.start, p.end, bm25.coverage(m, weights), "body", entry)
-                for p, m in matches
-                if bm25.coverage(m, weights) >= settings.body_gate and m.terms >= min(2, len(terms))
+                Hit(entry.file, p.start, p.end, cover, "body", entry)
+                for p, m, _ in matches
+                if (cover := bm25.coverage(m, weights)) >= settings.body_gate
+                and m.terms >= min(2, len(terms))
             ]
             if hits:
                 ranked.append(hits)
 
     firsts = sorted((hits[0] for hits in ranked), key=_order)
     best = firsts[0].score if firsts else 0.0
-    kept = [h for h in firsts if h.score >= settings.cut * best][: settings.limit]
-    # Room left: each memory's next paragraphs, best first, so a question whose answer is in
-    # a memory's second paragraph still finds it, and no memory takes a place from another.
-    spares = sorted((h for hits in ranked for h in hits[1:] if h.score >= settings.cut * best), key=_order)
-    kept += spares[: max(0, settings.limit - len(kept))]
-    held = [h for h in firsts if h not in kept]
-    return Result(tuple(kept), tuple(held), terms, len(corpus.entries))
+    passing = [h for h in firsts if h.score >= settings.cut * best]
+    # Then each memory's further paragraphs, best first: a question whose answer is in a
+    # memory's second paragraph still finds it, yet no memory takes a place from another.
+    spares = sorted(
+        (
+            dataclasses.replace(h, first=False)
+            for hits in ranked
+            for h in hits[1:]
+            if h.score >= settings.cut * best
+        ),
+        key=_order,
+    )
+    below = [h for h in firsts if h.score < settings.cut * best]
+    return Result(tuple(passing + spares), tuple(below), terms, len(corpus.entries), settings.limit)
 
 
 def _order(hit: Hit) -> tuple[float, str, str, int]:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import SagememError
 from .files import write_atomic
 from .locking import exclusive
 
@@ -59,14 +60,17 @@ def open_ledger(state_dir: Path, session: str, *, reset: bool = False) -> Iterat
 
 
 def prune(folder: Path, now: float | None = None) -> None:
-    """Remove session ledgers (and their lock files) untouched for `MAX_AGE_SECONDS`."""
+    """Remove session ledgers untouched for `MAX_AGE_SECONDS`, each under its own lock, taken
+    without waiting (a session in use is left alone). Lock files stay: removing one another
+    process may be about to lock would let two processes hold "the" lock."""
     cutoff = (now or time.time()) - MAX_AGE_SECONDS
     for item in folder.glob("*.json"):
-        with contextlib.suppress(OSError):
-            if item.stat().st_mtime < cutoff:
-                os.unlink(item)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(item.with_suffix(".lock"))
+        with contextlib.suppress(OSError, SagememError):
+            if item.stat().st_mtime >= cutoff:
+                continue
+            with exclusive(item.with_suffix(".lock"), 0):
+                if item.stat().st_mtime < cutoff:
+                    os.unlink(item)
 
 
 def _load(path: Path, session: str) -> Ledger:

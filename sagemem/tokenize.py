@@ -9,9 +9,10 @@ Chinese: memories are segmented by jieba in search mode (the dictionary words in
 word are tokens too); words of two or more characters are kept, and a lone character only
 when it stands alone between non-Chinese text. Queries are *not* given to jieba, whose
 dictionary takes over a second to load: each Chinese run of a query is matched against the
-vocabulary of the memories themselves, taking every substring that is a known word. A query
-word that no memory contains cannot match anything either way, so scores are the same; its
-characters are kept as unknown terms (in pairs), so the relevance gate still sees them.
+vocabulary of the memories themselves, taking every substring that is a known token. This can
+differ from how jieba would cut the query, but only in ways that cannot add a false match: a
+query word that no memory contains cannot match anything either way. Its characters are kept
+as unknown terms (in pairs), so the relevance gate still counts them.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ STOP_EN = frozenset(
     until up very was wasn we were what when where which while who whom why will with won would
     you your yours yourself yourselves please thanks thank tell know get got make made want need
     like use using used ok okay yes yeah hi hello hey
-    good great nice cool fine sure right never mind sound sounds awesome perfect bye hmm lol wow""".split()
+    good great nice cool fine sure right never mind sound sounds awesome perfect bye hmm lol wow
+    confirm verify reason reasons evidence correct anymore longer instead""".split()
 )
 STOP_ZH = frozenset(
     """我们 你们 他们 她们 它们 咱们 自己 什么 怎么 怎么样 怎样 如何 为什么 为何 哪里 哪儿 哪个 哪些
@@ -46,7 +48,8 @@ STOP_ZH = frozenset(
     还是 但是 因为 所以 如果 然后 而且 或者 已经 现在 时候 知道 觉得 请问 帮我 告诉 一般 还有 以及
     是否 是不是 有没有 能不能 可不可以 的话 之后 之前 以后 以前 关于 对于 这么 那么 多少 几个
     由谁 是谁 多大 多久 多长 多远 多高 哪一 哪年 哪天 何时 何地 什么样 哪种 怎么办 有哪些 是什么 叫什么
-    为了 通过 进行 其中 之一 主要 一种 一起 这种 那种""".split()
+    为了 通过 进行 其中 之一 主要 一种 一起 这种 那种
+    确认 核实 依据 理由 出处 对吧 对吗 是吗 没错 确定""".split()
 )
 # Characters that never start or end a content word: pairs holding one are not terms.
 PARTICLES = frozenset("的了吗呢吧啊呀哦嗯么")

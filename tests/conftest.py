@@ -1,22 +1,24 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from sagemem import MemoryStore
 
-ENV_VARS = ("SAGEMEM_DIR", "SAGE_MEM_DIR", "SAGEMEM_STATE_DIR")
-
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees the developer's memory: no sagemem variables, HOME in a temp dir."""
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
+    """No test sees the developer's memory or settings: no SAGEMEM_* or SAGE_MEM_* variables,
+    HOME and the cache dir in a temp dir."""
+    for name in list(os.environ):
+        if name.startswith(("SAGEMEM_", "SAGE_MEM_")):
+            monkeypatch.delenv(name)
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
 
 
 @pytest.fixture

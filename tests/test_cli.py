@@ -269,11 +269,11 @@ def test_init_json(tmp_path: Path) -> None:
     assert json.loads(run(["--dir", str(tmp_path / "m"), "init", "--json"])[1])["changed"] == []
 
 
-def test_demo_directory_lists() -> None:
-    code, out, err = run(["--dir", str(DEMO), "list"])
+def test_demo_directory_lists(tmp_path: Path) -> None:
+    code, out, err = run(["--dir", str(DEMO), "--state-dir", str(tmp_path / "s"), "list"])
     assert code == 0 and err == ""
     assert len(out.splitlines()) == 8
-    assert run(["--dir", str(DEMO), "index", "--check"])[0] == 0
+    assert run(["--dir", str(DEMO), "--state-dir", str(tmp_path / "s"), "index", "--check"])[0] == 0
 
 
 def test_real_processes_console_script_and_module(tmp_path: Path) -> None:
@@ -325,23 +325,61 @@ def test_real_processes_console_script_and_module(tmp_path: Path) -> None:
     assert stale.returncode == 3 and "version conflict" in stale.stderr
 
 
-def test_search_and_inject_commands() -> None:
-    code, out, _ = run(["--dir", str(DEMO), "search", "how do we deploy to production", "--json"])
+def test_search_and_inject_commands(tmp_path: Path) -> None:
+    code, out, _ = run(
+        [
+            "--dir",
+            str(DEMO),
+            "--state-dir",
+            str(tmp_path / "s"),
+            "search",
+            "how do we deploy to production",
+            "--json",
+        ]
+    )
     assert code == 0
     hits = json.loads(out)
     assert hits[0]["file"] == "project_deploy_flow.md" and len(hits[0]["version"]) == 64
     assert hits[0]["snippet"] and hits[0]["lines"][0] <= hits[0]["lines"][1]
-    code, out, _ = run(["--dir", str(DEMO), "search", "write a haiku about autumn"])
+    code, out, _ = run(
+        ["--dir", str(DEMO), "--state-dir", str(tmp_path / "s"), "search", "write a haiku about autumn"]
+    )
     assert code == 0 and out == ""
-    code, out, _ = run(["--dir", str(DEMO), "inject", "--query", "上线前数据库迁移要注意什么"])
+    code, out, _ = run(
+        [
+            "--dir",
+            str(DEMO),
+            "--state-dir",
+            str(tmp_path / "s"),
+            "inject",
+            "--query",
+            "上线前数据库迁移要注意什么",
+        ]
+    )
     assert code == 0 and "### project_数据库迁移.md:" in out
-    code, out, _ = run(["--dir", str(DEMO), "inject", "--query", "今天天气怎么样"])
+    code, out, _ = run(
+        ["--dir", str(DEMO), "--state-dir", str(tmp_path / "s"), "inject", "--query", "今天天气怎么样"]
+    )
     assert code == 0 and out == ""
     data = json.loads(
-        run(["--dir", str(DEMO), "inject", "-q", "how do we roll back a release", "--format", "json"])[1]
+        run(
+            [
+                "--dir",
+                str(DEMO),
+                "--state-dir",
+                str(tmp_path / "s"),
+                "inject",
+                "-q",
+                "how do we roll back a release",
+                "--format",
+                "json",
+            ]
+        )[1]
     )
     assert data["snippets"][0]["file"] == "project_deploy_flow.md"
-    assert run(["--dir", str(DEMO), "inject", "-q", "x", "--reset"])[0] == 2
+    assert (
+        run(["--dir", str(DEMO), "--state-dir", str(tmp_path / "s"), "inject", "-q", "x", "--reset"])[0] == 2
+    )
 
 
 def test_search_and_inject_do_not_touch_memory_files(mem: str) -> None:
@@ -357,4 +395,4 @@ def test_bench_command_small() -> None:
     assert code == 0
     report = json.loads(out)
     assert report["memories"] == 20 and report["warm_inject"]["median"] > 0
-    assert report["warm_inject_ratio"] == report["warm_inject"]["median"] / report["bare_python"]["median"]
+    assert report["warm_inject_ratio"] > 0 and report["search"]["min"] <= report["search"]["median"]

@@ -31,7 +31,7 @@ def test_the_set_is_what_its_readme_says() -> None:
 
 def test_retrieval_floor() -> None:
     summary = evaluate(EVAL, Settings()).summary()
-    assert summary["recall_at_5"] >= 0.375
+    assert summary["recall_at_5"] >= 0.38
     assert summary["evidence_at_5"] >= 0.37
     assert summary["false_injection"] <= 0.05
     assert summary["mean_bytes"] <= 600

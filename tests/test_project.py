@@ -67,3 +67,26 @@ def test_writing_memories_does_not_import_filelock_where_flock_exists(tmp_path: 
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_inject_does_not_load_what_it_does_not_need(tmp_path: Path) -> None:
+    """The hot path: no YAML, no jieba, no filelock once the cache is warm."""
+    memory = tmp_path / "m"
+    subprocess.run(
+        [sys.executable, "-m", "sagemem", "--dir", str(memory), "init"], check=True, capture_output=True
+    )
+    (memory / "project_x.md").write_text(
+        "---\ndescription: 部署 deploy notes\n---\n\n上线前先部署预发 deploy\n"
+    )
+    warm = [sys.executable, "-m", "sagemem", "--dir", str(memory), "inject", "--query", "部署 deploy"]
+    subprocess.run(warm, check=True, capture_output=True)  # builds the cache (this one loads jieba)
+    code = (
+        "import sys; from sagemem.cli import cli\n"
+        f"sys.argv = {['sagemem', '--dir', str(memory), 'inject', '--query', '怎么部署 deploy']!r}\n"
+        "try:\n    cli(prog_name='sagemem')\nexcept SystemExit:\n    pass\n"
+        "heavy = ('yaml', 'jieba', 'filelock', 'sagemem.store')\n"
+        "print(' '.join(m for m in heavy if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "project_x.md" in done.stdout
+    assert done.stderr.strip() == ""

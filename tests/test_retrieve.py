@@ -156,3 +156,31 @@ def test_a_damaged_cache_is_rebuilt_not_trusted(dance: MemoryStore, damage: byte
     assert dance.search("studio lease rent") == expected
     shutil.rmtree(dance.state_dir / "cache")
     assert dance.search("studio lease rent") == expected
+
+
+def test_the_gate_keeps_out_messages_that_share_a_word(
+    dance: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query = "python classes and inheritance tutorial for beginners"
+    assert dance.search(query).hits == ()
+    monkeypatch.setenv("SAGEMEM_GATE", "0")
+    monkeypatch.setenv("SAGEMEM_BODY_GATE", "0")
+    assert dance.search(query).hits  # the same message gets through without the gate
+
+
+def test_a_same_size_edit_with_the_mtime_put_back_is_seen(dance: MemoryStore) -> None:
+    path = dance.memory_dir / "reference_competition_rules.md"
+    assert [h.file for h in dance.search("kerfuffle trophy").hits] == [path.name]
+    info = path.stat()
+    path.write_text(path.read_text().replace("kerfuffle", "kerplunks"))  # same length
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert path.stat().st_size == info.st_size
+    assert dance.search("kerfuffle trophy").hits == ()
+    assert [h.file for h in dance.search("kerplunks trophy").hits] == [path.name]
+
+
+def test_a_memory_with_no_body_points_at_its_frontmatter(tmp_path: Path) -> None:
+    store = make(tmp_path / "m", {"project_bare.md": "---\ndescription: bare zeppelin memory\n---"})
+    injection = store.inject("bare zeppelin memory")
+    assert injection.snippets[0].start == 1 and injection.snippets[0].end == 3
+    assert "### project_bare.md:1-3" in injection.text and "bare zeppelin memory" in injection.text
