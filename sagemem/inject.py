@@ -23,6 +23,7 @@ from .config import Settings
 from .corpus import Corpus, Entry
 from .errors import SagememError
 from .files import read_bytes
+from .log import log_once
 from .retrieve import Hit
 from .session import Ledger, open_ledger
 from .text import split_lines
@@ -151,11 +152,13 @@ def inject(
             # An unwritable state dir (a sandbox) costs the session memory, never the injection.
             injection = plan.run(Ledger(session), stateless=False)
             injection.diagnostics["ledger_error"] = str(exc)
+            log_once(state_dir, f"session ledger not written, injecting without it: {_reason(exc)}")
     if injection.snippets:
         try:
             access.record(state_dir, "injected", (s.file for s in injection.snippets))
         except (OSError, SagememError) as exc:
             injection.diagnostics["access_error"] = str(exc)
+            log_once(state_dir, f"access ledger not written: {_reason(exc)}")
     return injection
 
 
@@ -345,6 +348,13 @@ def _ranges(injected: dict[str, str], stateless: bool) -> dict[str, list[tuple[i
         if first.isdigit() and last.isdigit():
             ranges.setdefault(file, []).append((int(first), int(last)))
     return ranges
+
+
+def _reason(exc: Exception) -> str:
+    """A failure's cause without the parts that change on every call (temp file names)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} ({exc.filename2 or exc.filename})" if exc.filename2 else exc.strerror
+    return str(exc)
 
 
 def read_snippet(memory_dir: Path, entry: Entry, start: int, end: int) -> render.Snippet | None:

@@ -69,6 +69,9 @@ def test_a_ledger_that_cannot_be_written_does_not_break_injection(store: MemoryS
     (store.state_dir / "access.json").mkdir()  # cannot be replaced by a file
     injection = store.inject("how do we deploy to production")
     assert injection.text and "access_error" in injection.diagnostics
+    store.inject("how do we deploy to production")
+    log = (store.state_dir / "sagemem.log").read_text().splitlines()
+    assert len(log) == 1 and "access ledger not written" in log[0]  # logged once
 
 
 def test_concurrent_ledger_writers_lose_no_event(store: MemoryStore) -> None:
