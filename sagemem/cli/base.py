@@ -1,0 +1,230 @@
+"""The machinery every command shares: the `cli` group, error translation (`_Group.invoke`),
+the lazily resolved context, common options and output helpers.
+
+A `SagememError` becomes a one-line message on stderr and its class's exit code (1 error,
+3 version conflict); click's usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import sys
+import unicodedata
+import warnings
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..errors import SagememError, SagememWarning
+
+
+class _Failure(click.ClickException):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"sagemem: {_one_line(self.format_message())}", err=True)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SagememWarning)
+            try:
+                return super().invoke(ctx)
+            except SagememError as exc:
+                raise _Failure(str(exc), exc.exit_code) from exc
+            except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps exit-time flushes quiet
+                raise SystemExit(0) from None
+            except OSError as exc:
+                where = f"{exc.filename}: " if exc.filename else ""
+                raise _Failure(f"{where}{exc.strerror or exc}", 1) from exc
+            finally:
+                for warning in caught:
+                    if issubclass(warning.category, SagememWarning):
+                        click.echo(f"sagemem: warning: {_one_line(str(warning.message))}", err=True)
+                    else:
+                        warnings.showwarning(
+                            warning.message, warning.category, warning.filename, warning.lineno
+                        )
+
+
+class _Context:
+    """What the global options chose; the location and store are resolved on first use."""
+
+    def __init__(self, memory_dir: Path | None, state_dir: Path | None) -> None:
+        self.memory_dir = memory_dir
+        self.state_dir = state_dir
+
+    @cached_property
+    def location(self) -> Any:
+        from ..config import locate
+
+        return locate(self.memory_dir, self.state_dir)
+
+    @cached_property
+    def store(self) -> Any:
+        from ..store import MemoryStore
+
+        return MemoryStore.at(self.location)
+
+
+def _version(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise click.BadParameter(
+            f"{value!r} is not a version (64 hexadecimal digits, as `read --json` prints)"
+        )
+    return value
+
+
+def _finite(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter("must be a finite number")
+    return value
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+writer_options = [
+    click.option("--reason", default="", help="Why this change is made (kept with a conflict)."),
+    click.option(
+        "--writer", default="sagemem cli", show_default=True, help="Who writes (kept with a conflict)."
+    ),
+]
+
+
+def _with(options: list[Any]) -> Any:
+    def decorate(func: Any) -> Any:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="sagemem")
+@click.option(
+    "--dir",
+    "memory_dir",
+    type=click.Path(path_type=Path),
+    help="Memory directory (else SAGEMEM_DIR, "
+    "SAGE_MEM_DIR, the nearest .sagemem/memory above the current directory, ~/.sagemem/memory).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    help="State directory (else SAGEMEM_STATE_DIR, <memory dir>/.sagemem).",
+)
+@click.pass_context
+def cli(ctx: click.Context, memory_dir: Path | None, state_dir: Path | None) -> None:
+    """File-based Markdown memory for AI agents."""
+    ctx.obj = _Context(memory_dir, state_dir)
+
+
+pass_ctx = click.make_pass_decorator(_Context)
+
+
+def _count_use(ctx: _Context, kind: str, files: list[str]) -> None:
+    """Count a use; a ledger that cannot be written costs a warning, never the command."""
+    try:
+        ctx.store.record_use(kind, files)
+    except (SagememError, OSError) as exc:
+        click.echo(f"sagemem: warning: access ledger not updated: {_one_line(str(exc))}", err=True)
+
+
+def _uses(record: Any) -> str:
+    def when(use: Any) -> str:
+        if use.last is None:
+            return "never"
+        return f"{use.count}x, last {dt.datetime.fromtimestamp(use.last).strftime('%Y-%m-%d')}"
+
+    return f"injected {when(record.injected)}; read {when(record.read)}; cited {when(record.cited)}"
+
+
+def _conflict_summary(c: Any) -> dict[str, Any]:
+    data = c.to_dict()
+    return {
+        k: data[k]
+        for k in (
+            "id",
+            "file",
+            "created",
+            "writer",
+            "reason",
+            "expected_version",
+            "disk_version",
+            "proposed_version",
+            "resolution",
+            "resolved_at",
+        )
+    }
+
+
+def _print_written(memory: Any, as_json: bool) -> None:
+    if as_json:
+        return _print_json({"file": memory.file, "version": memory.version})
+    click.echo(f"{memory.file} {memory.version}")
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def _text(text: str | None, path: str | None) -> str:
+    if text is not None and path is not None:
+        raise click.UsageError("give --body or --body-file, not both")
+    if text is not None:
+        return text
+    if path is not None:
+        return _read_text(path)
+    return "" if sys.stdin.isatty() else _stdin()
+
+
+def _read_text(path: str) -> str:
+    if path == "-":
+        return _stdin()
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SagememError(f"{path}: is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _stdin() -> str:
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SagememError(f"standard input is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n"))
+
+
+def _width(text: str) -> int:
+    """Columns `text` takes in a terminal: CJK characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _line_range(spec: str) -> tuple[int, int]:
+    try:
+        first_text, _, last_text = spec.partition("-")
+        first, last = int(first_text), int(last_text or first_text)
+    except ValueError:
+        raise click.BadParameter(f"{spec!r} is not a range like 5-12", param_hint="--lines") from None
+    if first < 1 or last < first:
+        raise click.BadParameter(f"{spec!r}: need 1 <= A <= B", param_hint="--lines")
+    return first, last
+
+
+def main() -> None:
+    cli(prog_name="sagemem")

@@ -1,0 +1,197 @@
+"""Commands that look after the directory: ledger, cite, archive, restore, lock, unlock,
+candidates, check, snapshot."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .base import _Context, _print_json, _uses, cli, json_option, pass_ctx
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--reason", default="", help="Why it is retired (kept in its frontmatter).")
+@json_option
+@pass_ctx
+def archive(ctx: _Context, file: str, reason: str, as_json: bool) -> None:
+    """Move a memory to archive/ (never deleted; `restore` brings it back).
+
+    \b
+    Example:
+        sagemem archive project_q4_goals.md --reason "Q4 is over"
+    """
+    memory = ctx.store.archive(file, reason=reason)
+    if as_json:
+        return _print_json({"file": memory.file, "archived_at": memory.extra.get("archived_at")})
+    click.echo(f"archived {memory.file}")
+
+
+@cli.command()
+@click.argument("file")
+@json_option
+@pass_ctx
+def restore(ctx: _Context, file: str, as_json: bool) -> None:
+    """Bring an archived memory back, without its archive trace."""
+    memory = ctx.store.restore(file)
+    if as_json:
+        return _print_json({"file": memory.file, "version": memory.version})
+    click.echo(f"restored {memory.file}")
+
+
+@cli.command()
+@click.argument("file")
+@pass_ctx
+def lock(ctx: _Context, file: str) -> None:
+    """Protect a memory from every archive path (kept in the state dir, not the file)."""
+    changed = ctx.store.lock(file)
+    click.echo(f"locked {file}" if changed else f"{file} was already locked")
+
+
+@cli.command()
+@click.argument("file")
+@pass_ctx
+def unlock(ctx: _Context, file: str) -> None:
+    """Remove a memory's lock."""
+    changed = ctx.store.unlock(file)
+    click.echo(f"unlocked {file}" if changed else f"{file} was not locked")
+
+
+@cli.command()
+@click.option("--apply", is_flag=True, help="Archive them (after a snapshot).")
+@json_option
+@pass_ctx
+def candidates(ctx: _Context, apply: bool, as_json: bool) -> None:
+    """Memories idle for at least their type's threshold, and why; --apply archives them.
+
+    \b
+    Example:
+        sagemem candidates --json
+    """
+    if apply:
+        archived = ctx.store.archive_candidates()
+        if as_json:
+            return _print_json([m.file for m in archived])
+        for m in archived:
+            click.echo(f"archived {m.file}  ({m.extra.get('archived_reason', '')})")
+        return
+    found = ctx.store.candidates()
+    if as_json:
+        return _print_json([c.to_dict() for c in found])
+    for c in found:
+        click.echo(f"{c.file}  {c.reason}; {_uses(c.uses)}")
+
+
+@cli.group(invoke_without_command=True)
+@json_option
+@click.pass_context
+def snapshot(click_ctx: click.Context, as_json: bool) -> None:
+    """Copies of every memory to roll back to: list (default), create, rollback."""
+    if click_ctx.invoked_subcommand is None:
+        click_ctx.invoke(snapshot_list, as_json=as_json)
+
+
+@snapshot.command("list")
+@json_option
+@pass_ctx
+def snapshot_list(ctx: _Context, as_json: bool = False) -> None:
+    """List snapshots, oldest first."""
+    found = ctx.store.snapshots()
+    if as_json:
+        return _print_json([s.to_dict() for s in found])
+    for s in found:
+        click.echo(f"{s.id}  {s.kind:<10}  {len(s.files):>4} files  {s.created}  {s.label}".rstrip())
+
+
+@snapshot.command("create")
+@click.option("--label", default="", help="A note kept with the snapshot.")
+@json_option
+@pass_ctx
+def snapshot_create(ctx: _Context, label: str, as_json: bool) -> None:
+    """Copy every memory and MEMORY.md into a new snapshot."""
+    made = ctx.store.snapshot(label=label)
+    if as_json:
+        return _print_json(made.to_dict())
+    click.echo(f"{made.id}  {len(made.files)} files")
+
+
+@snapshot.command("rollback")
+@click.argument("snapshot_id")
+@click.option(
+    "--scope",
+    type=click.Choice(["files", "all"]),
+    default="files",
+    show_default=True,
+    help="files: put the snapshot's files back; all: also archive memories made since.",
+)
+@json_option
+@pass_ctx
+def snapshot_rollback(ctx: _Context, snapshot_id: str, scope: str, as_json: bool) -> None:
+    """Roll back to a snapshot (verified first; the present is snapshotted; nothing deleted)."""
+    outcome = ctx.store.rollback(snapshot_id, scope=scope)
+    if as_json:
+        return _print_json(outcome)
+    click.echo(f"rolled back to {snapshot_id} (the present is kept as snapshot {outcome['protection']})")
+    for key in ("restored", "retired", "kept"):
+        if outcome[key]:
+            click.echo(f"{key}: {', '.join(outcome[key])}")
+
+
+@cli.command()
+@click.argument("file", required=False)
+@json_option
+@pass_ctx
+def ledger(ctx: _Context, file: str | None, as_json: bool) -> None:
+    """How each memory was used: injected, read and cited, kept apart."""
+    records = ctx.store.ledger()
+    if file is not None:
+        name = ctx.store.resolve(file)
+        records = {name: records[name]} if name in records else {}
+    if as_json:
+        return _print_json([r.to_dict() for r in records.values()])
+    for name in sorted(records):
+        click.echo(f"{name}  {_uses(records[name])}")
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True)
+@click.option("--receipt", required=True, help="An id for this citation; the same receipt twice counts once.")
+@pass_ctx
+def cite(ctx: _Context, files: tuple[str, ...], receipt: str) -> None:
+    """Report that an answer used these memories.
+
+    \b
+    Example:
+        sagemem cite project_deploy_flow.md --receipt "$SESSION_ID:turn-12"
+    """
+    counted = ctx.store.cite(files, receipt=receipt)
+    click.echo(f"cited {len(counted)}" if counted else f"receipt {receipt} was already counted")
+
+
+@cli.command("check")
+@click.option(
+    "--fix", is_flag=True, help="Apply the safe repairs (index lines, CRLF to LF) after a snapshot."
+)
+@json_option
+@pass_ctx
+def check_(ctx: _Context, fix: bool, as_json: bool) -> None:
+    """Health checks; exits 1 if a problem is found (hints do not count).
+
+    \b
+    Example:
+        sagemem check --json
+    """
+    changes = ctx.store.fix() if fix else []
+    report = ctx.store.check()
+    if as_json:
+        _print_json({**report.to_dict(), "fixed": changes})
+    else:
+        for change in changes:
+            click.echo(f"fixed: {change}")
+        for f in report.findings:
+            where = f"{f.file}:{f.line}" if f.line else f.file
+            click.echo(f"{f.check}: {where}: {f.message}" + (" (hint)" if f.severity == "hint" else ""))
+        click.echo(f"{report.files} memories, {report.problems} problem(s)")
+    if not report.ok:
+        sys.exit(1)

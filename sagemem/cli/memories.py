@@ -1,0 +1,393 @@
+"""Commands on memory files: init, path, new, list, read, write, update, index, conflicts."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import SagememError
+from ..names import TYPES
+from ..text import split_lines
+from .base import (
+    _conflict_summary,
+    _Context,
+    _count_use,
+    _finite,
+    _line_range,
+    _print_json,
+    _print_written,
+    _read_text,
+    _stdin,
+    _text,
+    _version,
+    _width,
+    _with,
+    cli,
+    json_option,
+    pass_ctx,
+    writer_options,
+)
+
+
+@cli.command()
+@click.option("--git", is_flag=True, help="Also write .gitattributes (LF endings, union merge of MEMORY.md).")
+@click.option("--project", is_flag=True, help="Create project memory in ./.sagemem/memory.")
+@json_option
+@pass_ctx
+def init(ctx: _Context, git: bool, project: bool, as_json: bool) -> None:
+    """Create the memory directory, MEMORY.md, the state dir and .gitignore. Idempotent.
+
+    \b
+    Example:
+        sagemem init --project --git
+    """
+    if project:
+        if ctx.memory_dir is not None:
+            raise click.UsageError("--project and --dir choose the directory twice; use one")
+        from ..config import PROJECT_DIR
+
+        ctx.memory_dir = Path.cwd() / PROJECT_DIR
+    changed = ctx.store.init(git=git)
+    if as_json:
+        return _print_json({"memory_dir": str(ctx.store.memory_dir), "changed": [str(p) for p in changed]})
+    for path in changed:
+        click.echo(f"created {path}" if path.is_dir() or path.name == "MEMORY.md" else f"updated {path}")
+    if not changed:
+        click.echo(f"already initialised: {ctx.store.memory_dir}")
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def path(ctx: _Context, as_json: bool) -> None:
+    """Print the memory dir, the state dir and which rule chose them."""
+    location = ctx.location
+    if as_json:
+        return _print_json(location.to_dict())
+    click.echo(f"memory dir: {location.memory_dir}  ({location.rule})")
+    click.echo(f"state dir:  {location.state_dir}  ({location.state_rule})")
+
+
+@cli.command()
+@click.option("--type", "type_", type=click.Choice(TYPES), required=True)
+@click.option("--name", required=True, help="Short name; also makes the file name <type>_<slug>.md.")
+@click.option("--description", required=True, help="One line: what this memory is. Retrieval relies on it.")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--alias", "aliases", multiple=True, help="Another phrase this memory answers to (repeatable).")
+@click.option("--baseline", is_flag=True, help="Inject at the start of every session.")
+@click.option("--priority", type=float, default=0, callback=_finite, help="Baseline priority; higher first.")
+@click.option("--file", "file", help="File name to use instead of <type>_<slug>.md.")
+@click.option("--body", help="Body text (else --body-file, else standard input).")
+@click.option("--body-file", type=click.Path(dir_okay=False, allow_dash=True), help="Body from a file.")
+@_with(writer_options)
+@json_option
+@pass_ctx
+def new(
+    ctx: _Context,
+    type_: str,
+    name: str,
+    description: str,
+    tags: tuple[str, ...],
+    aliases: tuple[str, ...],
+    baseline: bool,
+    priority: float,
+    file: str | None,
+    body: str | None,
+    body_file: Any,
+    reason: str,
+    writer: str,
+    as_json: bool,
+) -> None:
+    """Create a memory; prints its file name and version.
+
+    \b
+    Example:
+        echo "Run make deploy from main." | sagemem new --type project \\
+            --name "deploy flow" --description "How we deploy to staging"
+    """
+    memory = ctx.store.create(
+        type=type_,
+        name=name,
+        description=description,
+        body=_text(body, body_file),
+        tags=tags,
+        aliases=aliases,
+        baseline=baseline,
+        baseline_priority=priority,
+        file=file,
+        writer=writer,
+        reason=reason,
+    )
+    _print_written(memory, as_json)
+
+
+@cli.command("list")
+@click.option("--type", "type_", type=click.Choice(TYPES), help="Only memories of this type.")
+@click.option("--tag", help="Only memories with this tag.")
+@click.option("--archived", is_flag=True, help="List archived memories, with date and reason.")
+@json_option
+@pass_ctx
+def list_(ctx: _Context, type_: str | None, tag: str | None, archived: bool, as_json: bool) -> None:
+    """List memories (files that cannot be read are named on stderr)."""
+    if archived:
+        found = [m for m in ctx.store.archived() if (not type_ or m.type == type_)]
+        if as_json:
+            return _print_json([m.to_dict() for m in found])
+        for m in found:
+            click.echo(f"{m.file}  {m.extra.get('archived_at', '-')}  {m.extra.get('archived_reason', '')}")
+        return
+    scan = ctx.store.scan()
+    memories = scan.select(type=type_, tag=tag)
+    for problem in scan.problems:
+        click.echo(f"sagemem: warning: {problem}", err=True)
+    if as_json:
+        return _print_json([m.to_dict() for m in memories])
+    width = max((_width(m.file) for m in memories), default=0)
+    for m in memories:
+        padding = " " * (width - _width(m.file))
+        click.echo(f"{m.file}{padding}  {m.type or '-':<9}  {m.description}".rstrip())
+
+
+@cli.command()
+@click.argument("file")
+@click.option(
+    "--lines",
+    callback=lambda _ctx, _param, value: value and _line_range(value),
+    help="Only lines A-B of the file (1-based, inclusive).",
+)
+@json_option
+@pass_ctx
+def read(ctx: _Context, file: str, lines: tuple[int, int] | None, as_json: bool) -> None:
+    """Print a memory file; its version goes to stderr (or into --json).
+
+    \b
+    Example:
+        sagemem read project_deploy_flow.md --lines 5-12
+    """
+    result = ctx.store.read(file)
+    _count_use(ctx, "read", [result.file])
+    text, first, last = result.text, 1, None
+    if lines:
+        first, last = lines
+        all_lines = split_lines(result.text)
+        if first > len(all_lines):
+            raise SagememError(
+                f"{result.file}: has {len(all_lines)} lines; --lines {first}-{last} is past the end"
+            )
+        text = "".join(all_lines[first - 1 : last])
+        last = min(last, len(all_lines))
+    if as_json:
+        return _print_json(
+            {
+                "file": result.file,
+                "version": result.version,
+                "lines": [first, last] if lines else None,
+                "text": text,
+                "memory": result.memory.to_dict() if result.memory else None,
+                "problem": result.problem,
+            }
+        )
+    click.echo(text, nl=False)
+    click.echo(f"sagemem: {result.file} version {result.version}", err=True)
+    if result.problem:
+        click.echo(f"sagemem: warning: {result.file}: {result.problem}", err=True)
+
+
+@cli.command()
+@click.argument("file")
+@click.option(
+    "--expected-version",
+    callback=_version,
+    help="Version the new content is based on (omit to create a new file).",
+)
+@click.option(
+    "--content-file", type=click.Path(dir_okay=False, allow_dash=True), help="New content (else stdin)."
+)
+@_with(writer_options)
+@json_option
+@pass_ctx
+def write(
+    ctx: _Context,
+    file: str,
+    expected_version: str | None,
+    content_file: Any,
+    reason: str,
+    writer: str,
+    as_json: bool,
+) -> None:
+    """Replace a memory's whole content, guarded by its version; prints file name and new version.
+
+    Exit code 3 if the file changed since --expected-version: nothing is written, and the
+    content is kept as a conflict (its id on stderr).
+
+    \b
+    Example:
+        sagemem write project_deploy_flow.md --expected-version 3f2a... --content-file new.md
+    """
+    content = _read_text(content_file) if content_file else _stdin()
+    memory = ctx.store.write(file, content, expected_version=expected_version, writer=writer, reason=reason)
+    _print_written(memory, as_json)
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--expected-version", required=True, callback=_version, help="Version the change is based on.")
+@click.option("--name")
+@click.option("--description")
+@click.option("--type", "type_", type=click.Choice(TYPES))
+@click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
+@click.option("--alias", "aliases", multiple=True, help="Replace the aliases (repeatable).")
+@click.option("--baseline/--no-baseline", default=None)
+@click.option("--priority", type=float, callback=_finite, help="Baseline priority.")
+@click.option("--body", help="Replace the body.")
+@click.option(
+    "--body-file", type=click.Path(dir_okay=False, allow_dash=True), help="Replace the body from a file."
+)
+@_with(writer_options)
+@json_option
+@pass_ctx
+def update(
+    ctx: _Context,
+    file: str,
+    expected_version: str,
+    name: str | None,
+    description: str | None,
+    type_: str | None,
+    tags: tuple[str, ...],
+    aliases: tuple[str, ...],
+    baseline: bool | None,
+    priority: float | None,
+    body: str | None,
+    body_file: Any,
+    reason: str,
+    writer: str,
+    as_json: bool,
+) -> None:
+    """Change frontmatter fields in place; every other byte of the file stays as it is.
+
+    \b
+    Example:
+        sagemem update project_deploy_flow.md --expected-version 3f2a... --tag deploy --tag ci
+    """
+    given = {
+        "name": name,
+        "description": description,
+        "type": type_,
+        "tags": tags or None,
+        "aliases": aliases or None,
+        "baseline": baseline,
+        "baseline_priority": priority,
+    }
+    fields = {k: v for k, v in given.items() if v is not None}
+    if body is not None and body_file is not None:
+        raise click.UsageError("give --body or --body-file, not both")
+    new_body = _read_text(body_file) if body_file else body
+    memory = ctx.store.update(
+        file, expected_version=expected_version, body=new_body, writer=writer, reason=reason, **fields
+    )
+    _print_written(memory, as_json)
+
+
+@cli.command("index")
+@click.option("--check", "mode", flag_value="check", default=True, help="Report problems (default).")
+@click.option(
+    "--rebuild",
+    "mode",
+    flag_value="rebuild",
+    help="Fix them: drop dangling and duplicate lines, refresh stale ones, append unlisted memories.",
+)
+@json_option
+@pass_ctx
+def index_(ctx: _Context, mode: str, as_json: bool) -> None:
+    """Check MEMORY.md against the memory files, or rebuild it. --check exits 1 on problems."""
+    if mode == "rebuild":
+        changed = ctx.store.rebuild_index()
+        if as_json:
+            return _print_json({"changed": changed})
+        click.echo("MEMORY.md rebuilt" if changed else "MEMORY.md is up to date")
+        return
+    report = ctx.store.check_index()
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        for label, entries in (
+            ("dangling", report.dangling),
+            ("duplicate", report.duplicates),
+            ("stale", report.stale),
+        ):
+            for e in entries:
+                click.echo(f"{label}: line {e.line}: {e.text}")
+        for file in report.unlisted:
+            click.echo(f"unlisted: {file}")
+        if report.ok:
+            click.echo("MEMORY.md is up to date")
+    if not report.ok:
+        problems = len(report.dangling) + len(report.duplicates) + len(report.stale) + len(report.unlisted)
+        click.echo(
+            f"sagemem: MEMORY.md: {problems} problem(s); `sagemem index --rebuild` fixes them", err=True
+        )
+        sys.exit(1)
+
+
+@cli.group(invoke_without_command=True)
+@json_option
+@click.pass_context
+def conflicts(click_ctx: click.Context, as_json: bool) -> None:
+    """Refused writes waiting for a person: list (default), show, resolve."""
+    if click_ctx.invoked_subcommand is None:
+        click_ctx.invoke(conflicts_list, as_json=as_json)
+
+
+@conflicts.command("list")
+@click.option("--resolved", is_flag=True, help="List resolved conflicts instead.")
+@json_option
+@pass_ctx
+def conflicts_list(ctx: _Context, resolved: bool = False, as_json: bool = False) -> None:
+    """List conflicts."""
+    found = ctx.store.conflicts(resolved=resolved)
+    if as_json:
+        return _print_json([_conflict_summary(c) for c in found])
+    for c in found:
+        done = f"  kept {c.resolution}" if c.resolution else ""
+        click.echo(f"{c.id}  {c.file}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
+
+
+@conflicts.command("show")
+@click.argument("conflict_id")
+@json_option
+@pass_ctx
+def conflicts_show(ctx: _Context, conflict_id: str, as_json: bool) -> None:
+    """Show a conflict: what was on disk, and a diff to what was proposed."""
+    c = ctx.store.conflict(conflict_id)
+    if as_json:
+        return _print_json(c.to_dict())
+    for key, value in _conflict_summary(c).items():
+        click.echo(f"{key + ':':<18}{value if value is not None else '-'}")
+    disk = split_lines((c.disk or b"").decode("utf-8", "replace"))
+    proposed = split_lines(c.proposed.decode("utf-8", "replace"))
+    click.echo("")
+    click.echo(
+        "".join(difflib.unified_diff(disk, proposed, f"{c.file} (on disk)", f"{c.file} (proposed)")), nl=False
+    )
+
+
+@conflicts.command("resolve")
+@click.argument("conflict_id")
+@click.option(
+    "--keep",
+    type=click.Choice(["disk", "proposed"]),
+    required=True,
+    help="disk: leave the file as it is; proposed: write the refused content (version guarded).",
+)
+@json_option
+@pass_ctx
+def conflicts_resolve(ctx: _Context, conflict_id: str, keep: str, as_json: bool) -> None:
+    """Settle a conflict by keeping one side."""
+    c = ctx.store.resolve_conflict(conflict_id, keep, writer="sagemem cli")
+    if as_json:
+        return _print_json(_conflict_summary(c))
+    click.echo(f"{c.id}: kept {keep} for {c.file}")

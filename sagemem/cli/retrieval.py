@@ -1,0 +1,136 @@
+"""Commands that find and inject memories: search, inject, eval, bench."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .base import _Context, _print_json, cli, json_option, pass_ctx
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(1, 30), help="Snippets at most (default: the `limit` setting).")
+@json_option
+@pass_ctx
+def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
+    """Ranked snippets for QUERY: no session, nothing recorded.
+
+    \b
+    Example:
+        sagemem search "how do we deploy to production" --json
+    """
+    from ..inject import read_snippet
+
+    store = ctx.store
+    result = store.search(query, limit=limit)
+    rows = []
+    for hit in result.hits:
+        snippet = read_snippet(store.memory_dir, hit.entry, hit.start, hit.end)
+        rows.append((hit, snippet.text if snippet else ""))
+    if as_json:
+        return _print_json(
+            [
+                {
+                    "file": h.file,
+                    "lines": [h.start, h.end],
+                    "score": round(h.score, 4),
+                    "stage": h.stage,
+                    "description": h.description,
+                    "version": h.version,
+                    "snippet": text,
+                }
+                for h, text in rows
+            ]
+        )
+    for hit, text in rows:
+        click.echo(f"{hit.file}:{hit.start}-{hit.end}  {hit.score:.2f}  {hit.description}")
+        for line in text.splitlines()[:3]:
+            click.echo(f"    {line}")
+
+
+@cli.command()
+@click.option("--query", "-q", required=True, help="The user's message.")
+@click.option("--session", help="Session id: budget, no repeats, baseline at the start (else stateless).")
+@click.option("--reset", is_flag=True, help="Start the session afresh (after a context compaction or clear).")
+@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@pass_ctx
+def inject(ctx: _Context, query: str, session: str | None, reset: bool, output: str) -> None:
+    """Print what to inject into the prompt for a message: nothing at all when nothing qualifies.
+
+    \b
+    Example:
+        sagemem inject --query "上线前数据库迁移要注意什么" --session "$SESSION_ID"
+    """
+    if reset and session is None:
+        raise click.UsageError("--reset needs --session")
+    # The hot path: the inject module directly (what MemoryStore.inject calls), so that a
+    # prompt does not pay for importing the writing half of the library (YAML, guard, index).
+    from ..config import load_settings
+    from ..errors import StoreNotFound
+    from ..inject import inject as run_inject
+
+    location = ctx.location
+    if not location.memory_dir.is_dir():
+        raise StoreNotFound(f"{location.memory_dir}: memory directory does not exist (run `sagemem init`)")
+    settings = load_settings(location.state_dir)
+    injection = run_inject(
+        location.memory_dir, location.state_dir, query, settings, session=session, reset=reset
+    )
+    if settings.debug:
+        click.echo(f"sagemem: debug {json.dumps(injection.diagnostics, ensure_ascii=False)}", err=True)
+    if output == "json":
+        return _print_json(injection.to_dict())
+    click.echo(injection.text, nl=False)
+
+
+@cli.command("eval")
+@click.argument("set_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@json_option
+@pass_ctx
+def eval_(ctx: _Context, set_dir: Path, as_json: bool) -> None:
+    """Measure retrieval on an evaluation set (SET_DIR/memory and SET_DIR/queries.jsonl).
+
+    \b
+    Example:
+        sagemem eval fixtures/eval
+    """
+    from ..config import load_settings
+    from ..evaluate import evaluate
+
+    settings = load_settings(Path(ctx.state_dir) if ctx.state_dir else set_dir / "memory" / ".sagemem")
+    report = evaluate(set_dir, settings)
+    summary, breakdown = report.summary(), report.breakdown()
+    if as_json:
+        return _print_json({"summary": summary, "breakdown": breakdown})
+    click.echo(f"{'':18}{'queries':>8}{'R@5':>8}{'evid@5':>8}{'FalseInj':>10}{'bytes':>8}")
+    for name, row in [("all", summary), *breakdown.items()]:
+        click.echo(
+            f"{name:18}{row['queries']:>8}{row['recall_at_5']:>8.3f}{row['evidence_at_5']:>8.3f}"
+            f"{row['false_injection']:>10.1%}{row['mean_bytes']:>8.0f}"
+        )
+
+
+@cli.command()
+@click.option("--memories", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@click.option("--lang", type=click.Choice(["en", "zh", "mixed"]), default="mixed", show_default=True)
+@click.option("--repeat", type=click.IntRange(3, 200), default=15, show_default=True, help="Runs per figure.")
+@json_option
+def bench(memories: int, lang: str, repeat: int, as_json: bool) -> None:
+    """Time the hot path on a generated corpus (in a temp dir), against a bare interpreter.
+
+    \b
+    Example:
+        sagemem bench --memories 1000 --lang zh
+    """
+    from ..bench import format_report, run
+
+    def progress(label: str) -> None:
+        if sys.stderr.isatty():
+            click.echo(f"  {label}...", err=True)
+
+    report = run(memories, lang, repeat, progress)
+    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
