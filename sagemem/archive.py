@@ -56,12 +56,18 @@ def without_trace(text: str, file: str) -> str:
 
 
 def locked(state_dir: Path) -> set[str]:
-    """The locked names (compared by `name_key`)."""
+    """The locked names (compared by `name_key`). A damaged lock file is an error, not "no
+    locks": reading it as empty would let every locked memory be archived."""
+    path = state_dir / "locked.json"
     try:
-        data = json.loads((state_dir / "locked.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return set()
-    return {str(k) for k, v in data.items() if v is True} if isinstance(data, dict) else set()
+    except (OSError, ValueError) as exc:
+        raise SagememError(f"{path}: cannot be read ({exc}); fix or remove it before archiving") from None
+    if not isinstance(data, dict):
+        raise SagememError(f"{path}: is not a JSON object; fix or remove it before archiving")
+    return {str(k) for k, v in data.items() if v is True}
 
 
 def set_locked(state_dir: Path, file: str, value: bool) -> bool:

@@ -47,7 +47,11 @@ FIXABLE = {"index-dangling", "index-unlisted", "index-duplicate", "index-stale",
 
 _WIKI = re.compile(r"\[\[([^\]\n]+)\]\]")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
-_FENCE = re.compile(r"^\s*(```|~~~)")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+# Values that stand for a secret without being one: ${VAR}, <your-key>, {{ secret }}, xxxx.
+_PLACEHOLDER = re.compile(
+    r"\$\{|<[^>]*>|\{\{|x{4,}|\*{3,}|\b(?:your|example|changeme|placeholder|redacted)", re.I
+)
 _HASH_VALUE = re.compile(r"^[A-Za-z_][\w-]*:[ \t]+(?![\"'|>\[{&*!])[^\n]*?[ \t]#")
 SECRETS = (
     ("private key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
@@ -124,7 +128,7 @@ def check(
     broken = list(unreadable)
     found += [Finding("unreadable", name, rule) for name, rule in broken]
     found += _case_duplicates(sorted(set(texts) | {name for name, _ in broken}))
-    names = {name_key(n) for n in texts} | {name_key(n[:-3]) for n in texts}
+    names = {name_key(n) for n in texts} | {name_key(n[:-3]) for n in texts} | {"memory", "session-log"}
     names |= {name_key(m.name) for m in memories.values() if m.name}
     archived_names: set[str] = set()
     for m in archived:
@@ -245,12 +249,13 @@ def _file(
 
 def _links(file: str, body: str, first_line: int, names: set[str], archived: set[str]) -> list[Finding]:
     found = []
-    in_fence = False
+    fence = ""  # the open fence: a closing one uses the same character, at least as many times
     for number, line in enumerate(body.split("\n"), first_line):
-        if _FENCE.match(line):
-            in_fence = not in_fence
+        opened = _FENCE.match(line)
+        if opened and (not fence or (opened.group(1)[0] == fence[0] and len(_run(line)) >= len(fence))):
+            fence = "" if fence else _run(line)
             continue
-        if in_fence:
+        if fence or line.startswith(("    ", "\t")):  # fenced or indented code
             continue
         for match in _WIKI.finditer(_CODE_SPAN.sub("", line)):
             target = match.group(1).split("|", 1)[0].split("#", 1)[0].strip()
@@ -268,11 +273,18 @@ def _links(file: str, body: str, first_line: int, names: set[str], archived: set
     return found
 
 
+def _run(line: str) -> str:
+    """The fence characters a fence line starts with."""
+    stripped = line.lstrip(" ")
+    return stripped[: len(stripped) - len(stripped.lstrip(stripped[0]))]
+
+
 def _secrets(file: str, text: str) -> list[Finding]:
     found = []
     for number, line in enumerate(text.split("\n"), 1):
         for label, pattern in SECRETS:
-            if pattern.search(line):
+            match = pattern.search(line)
+            if match and not (label.startswith("password") and _PLACEHOLDER.search(match.group(0))):
                 found.append(Finding("secret", file, f"looks like a {label}; move it out of memory", number))
                 break
     return found

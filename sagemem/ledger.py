@@ -15,12 +15,14 @@ written into memory files, so using a memory never changes its bytes or its mtim
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import SagememError
 from .files import write_atomic
 from .locking import exclusive
 
@@ -75,13 +77,14 @@ def record(
     files: Iterable[str],
     *,
     receipt: str | None = None,
-    live: Iterable[str] | None = None,
+    live: Callable[[], Iterable[str]] | None = None,
     now: float | None = None,
 ) -> list[str]:
     """Count one use of `kind` for each of `files`; returns the files it counted.
 
-    A `cited` use with a receipt id already seen counts nothing. With `live` (the names that
-    still exist, archived ones included), records of other names are pruned.
+    A receipt already seen with the same files counts nothing; with other files it is refused
+    (a receipt names one citation). With `live` (giving the names that still exist, archived
+    ones included; asked under the lock), records of other names are pruned.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}")
@@ -89,14 +92,17 @@ def record(
     path = path_for(state_dir)
     stamp = time.time() if now is None else now
     with exclusive(state_dir / "access.lock", LOCK_TIMEOUT):
-        data = _read(path)
-        receipts: dict[str, float] = data.setdefault("receipts", {})
+        data = _read(path, keep_damaged=True)
+        receipts: dict[str, Any] = data.setdefault("receipts", {})
         if receipt is not None:
-            if receipt in receipts:
+            seen = receipts.get(receipt)
+            if seen is not None:
+                if sorted(seen.get("files", [])) != sorted(names):
+                    raise SagememError(f"receipt {receipt!r} was already used for {', '.join(seen['files'])}")
                 return []
-            receipts[receipt] = stamp
+            receipts[receipt] = {"at": stamp, "files": sorted(names)}
             if len(receipts) > MAX_RECEIPTS:
-                for old in sorted(receipts, key=receipts.__getitem__)[: len(receipts) - MAX_RECEIPTS]:
+                for old in sorted(receipts, key=lambda r: receipts[r]["at"])[: len(receipts) - MAX_RECEIPTS]:
                     del receipts[old]
         table: dict[str, Any] = data.setdefault("files", {})
         for name in names:
@@ -104,7 +110,7 @@ def record(
             use["last"] = max(stamp, use["last"] or 0)
             use["count"] += 1
         if live is not None:
-            keep = set(live)
+            keep = set(live())
             for name in [n for n in table if n not in keep]:
                 del table[name]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,12 +118,20 @@ def record(
     return names
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path, *, keep_damaged: bool = False) -> dict[str, Any]:
+    """The ledger's data; a damaged file reads as empty, and before it is replaced
+    (`keep_damaged`) it is kept beside it as `access.json.damaged`."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if isinstance(data, dict):
+            return data
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        pass
+    if keep_damaged and path.is_file():
+        os.replace(path, path.with_name(path.name + ".damaged"))
+    return {}
 
 
 def _record(name: str, fields: Any) -> Record:

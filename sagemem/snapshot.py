@@ -126,13 +126,16 @@ def listing(state_dir: Path) -> list[Snapshot]:
     return found
 
 
-def prune(state_dir: Path, keep: int) -> list[str]:
-    """Remove all but the newest `keep` manual/auto snapshots and 3 protection snapshots."""
+def prune(state_dir: Path, keep: int, keep_ids: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Remove all but the newest `keep` manual/auto snapshots and 3 protection snapshots
+    (and never those in `keep_ids`)."""
     removed = []
     snapshots = listing(state_dir)
     for kinds, limit in ((("manual", "auto"), keep), (("protection",), KEEP_PROTECTION)):
         chosen = [s for s in snapshots if s.kind in kinds]
         for old in chosen[: max(0, len(chosen) - limit)]:
+            if old.id in keep_ids:
+                continue
             shutil.rmtree(old.path, ignore_errors=True)
             removed.append(old.id)
     return removed

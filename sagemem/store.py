@@ -26,9 +26,10 @@ from . import snapshot as snapshot_module
 from .config import STATE_DIR_NAME, Location, Settings, load_settings
 from .corpus import Corpus
 from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
-from .files import fsync_dir, read_bytes, write_atomic
+from .files import check_regular, fsync_dir, read_bytes, write_atomic
 from .guard import Conflict
 from .inject import Injection
+from .locking import exclusive
 from .memory import FIELD_KEYS, Memory, decode, parse_memory, render_new, validate_for_write, version_of
 from .names import INDEX_NAME, TYPES, check_name, is_reserved, name_key, new_file_name
 from .text import to_lf
@@ -295,14 +296,15 @@ class MemoryStore:
     # -- use, archive and locks ---------------------------------------------------------
 
     def ledger(self) -> dict[str, ledger_module.Record]:
-        """Every memory's uses (injected, read, cited), kept apart."""
-        return ledger_module.load(self.state_dir)
+        """Every memory's uses (injected, read, cited), kept apart; live and archived memories only."""
+        names = set(self._all_names())
+        return {name: record for name, record in ledger_module.load(self.state_dir).items() if name in names}
 
     def record_use(self, kind: str, files: Iterable[str], *, receipt: str | None = None) -> list[str]:
         """Count a use of `kind` ("injected", "read", "cited"); a cited receipt counts once.
         Records of names that no longer exist (live or archived) are pruned on the way."""
         names = [self.resolve(f) for f in files]
-        return ledger_module.record(self.state_dir, kind, names, receipt=receipt, live=self._all_names())
+        return ledger_module.record(self.state_dir, kind, names, receipt=receipt, live=self._all_names)
 
     def cite(self, files: Iterable[str], *, receipt: str) -> list[str]:
         """The agent used these memories in an answer; the same `receipt` twice counts once."""
@@ -326,8 +328,8 @@ class MemoryStore:
         folder = self._archive_dir()
         found = []
         for name in sorted(self._names_in(folder), key=name_key):
-            try:
-                found.append(parse_memory(name, read_bytes(folder / name)))
+            try:  # no size cap: the trace keys can take a file just past it
+                found.append(parse_memory(name, read_bytes(folder / name, limit=None)))
             except (InvalidMemory, InvalidName, MemoryNotFound):
                 continue
         return found
@@ -354,7 +356,7 @@ class MemoryStore:
             write_atomic(folder / file, text.encode("utf-8"), create_only=True)
             os.unlink(source)
             fsync_dir(self.memory_dir)
-        self._edit_index(lambda old: index.remove(old, file))
+        self._after_move(file, lambda: self._edit_index(lambda old: index.remove(old, file)))
         return parse_memory(file, text.encode("utf-8"))
 
     def restore(self, file: str) -> Memory:
@@ -370,11 +372,11 @@ class MemoryStore:
             raise archive_module.ArchiveRefused(f"{file}: a live memory of that name exists")
         target = self.memory_dir / file
         with guard.file_lock(target):
-            text = archive_module.without_trace(decode(file, read_bytes(folder / file)), file)
+            text = archive_module.without_trace(decode(file, read_bytes(folder / file, limit=None)), file)
             write_atomic(target, text.encode("utf-8"), create_only=True)
             os.unlink(folder / file)
             fsync_dir(folder)
-        self._upsert_index(file)
+        self._after_move(file, lambda: self._upsert_index(file))
         return parse_memory(file, text.encode("utf-8"))
 
     def candidates(self, *, now: float | None = None) -> list[Candidate]:
@@ -405,21 +407,26 @@ class MemoryStore:
                 found.append(Candidate(memory.file, kind, idle, limits[kind], basis, record))
         return sorted(found, key=lambda c: (-c.idle_days, name_key(c.file)))
 
-    def archive_candidates(self, *, now: float | None = None) -> list[Memory]:
-        """Archive every current candidate, after a snapshot; returns the archived memories."""
+    def archive_candidates(self, *, now: float | None = None) -> list[tuple[str, str | None]]:
+        """Archive every current candidate, after a snapshot. Each is tried on its own: returns
+        (file, None) for each one archived and (file, why) for each one refused."""
         found = self.candidates(now=now)
         if not found:
             return []
         self.snapshot(label=f"before archiving {len(found)} candidate(s)", kind="auto")
-        return [
-            self.archive(c.file, reason=f"idle {c.idle_days} days (threshold {c.threshold} for {c.type})")
-            for c in found
-        ]
+        outcome: list[tuple[str, str | None]] = []
+        for c in found:
+            try:
+                self.archive(c.file, reason=f"idle {c.idle_days} days (threshold {c.threshold} for {c.type})")
+                outcome.append((c.file, None))
+            except SagememError as exc:
+                outcome.append((c.file, str(exc)))
+        return outcome
 
     # -- health -------------------------------------------------------------------------
 
     def check(self) -> health.HealthReport:
-        """Every health check over the directory; reads only."""
+        """Every health check over the directory; reads only, and reports what it cannot read."""
         scan = self.scan()
         texts: dict[str, str] = {}
         unreadable = [(p.file, p.rule) for p in scan.problems]
@@ -429,42 +436,56 @@ class MemoryStore:
             except SagememError:
                 continue  # already among the scan's problems
         index_path = self._index_path()
+        index_name = index_path.name if index_path else INDEX_NAME
+        try:
+            index_text = self._index_text()
+        except SagememError as exc:
+            unreadable.append((index_name, getattr(exc, "rule", str(exc))))
+            index_text = ""
+        try:
+            archived = self.archived()
+        except SagememError as exc:
+            unreadable.append((archive_module.ARCHIVE_DIR + "/", str(exc)))
+            archived = []
         return health.check(
             texts=texts,
             memories={m.file: m for m in scan.memories},
             unreadable=unreadable,
-            index_report=index.check(self._index_text(), scan.files, _by_key(scan.memories)),
-            index_text=self._index_text(),
-            index_name=index_path.name if index_path else INDEX_NAME,
-            archived=self.archived(),
+            index_report=index.check(index_text, scan.files, _by_key(scan.memories)),
+            index_text=index_text,
+            index_name=index_name,
+            archived=archived,
         )
 
     def fix(self) -> list[str]:
         """Apply the safe, mechanical repairs (CRLF to LF, index lines) after a snapshot, each
-        through the version-guarded write path; returns what was changed."""
+        through the version-guarded write path; returns what was changed and what could not be."""
         report = self.check()
         fixable = [f for f in report.findings if f.check in health.FIXABLE]
         if not fixable:
             return []
         made = self.snapshot(label="before check --fix", kind="auto")
-        changes = []
+        changes = [f"snapshot {made.id} taken first"]
         for file in sorted({f.file for f in fixable if f.check == "crlf"}, key=name_key):
-            current = self.read(file)
-            self.write(file, current.text, expected_version=current.version, writer="sagemem check --fix")
-            changes.append(f"{file}: CRLF line endings converted to LF")
-        if any(f.check.startswith("index-") for f in fixable) and self._rebuild_index(snapshot=False):
+            try:
+                current = self.read(file)
+                self.write(file, current.text, expected_version=current.version, writer="sagemem check --fix")
+                changes.append(f"{file}: CRLF line endings converted to LF")
+            except SagememError as exc:
+                changes.append(f"{file}: not fixed ({exc})")
+        if self._rebuild_index(snapshot=False):
             changes.append(
                 f"{INDEX_NAME}: dangling, duplicate and stale lines fixed, missing memories listed"
             )
-        return [f"snapshot {made.id} taken first", *changes]
+        return changes
 
     # -- snapshots ----------------------------------------------------------------------
 
     def snapshot(self, *, label: str = "", kind: str = "manual") -> snapshot_module.Snapshot:
         """Copy every memory and MEMORY.md into a new snapshot, then keep only the newest."""
-        names = self.files() + ([index_path.name] if (index_path := self._index_path()) else [])
-        made = snapshot_module.create(self.memory_dir, self.state_dir, names, label=label, kind=kind)
-        snapshot_module.prune(self.state_dir, self.settings().snapshot_keep)
+        with self._snapshots_locked():
+            made = self._take_snapshot(label, kind)
+            snapshot_module.prune(self.state_dir, self.settings().snapshot_keep)
         return made
 
     def snapshots(self) -> list[snapshot_module.Snapshot]:
@@ -476,45 +497,70 @@ class MemoryStore:
         deleted; returns what was restored, retired and kept."""
         if scope not in ("files", "all"):
             raise SagememError(f"scope must be 'files' or 'all' (got {scope!r})")
-        chosen = snapshot_module.load(self.state_dir, snapshot_id)
-        protection = self.snapshot(label=f"before rollback to {snapshot_id}", kind="protection")
-        restored, retired, kept = [], [], []
-        for item in chosen.files:
-            name = item["name"]
-            data = (chosen.path / "files" / name).read_bytes()
-            if name_key(name) == name_key(INDEX_NAME):
-                path = self._index_path() or self.memory_dir / name
-            else:
-                path = self.memory_dir / self._existing_name(name)
-            with guard.file_lock(path):
-                try:
-                    current: bytes | None = read_bytes(path, limit=None)
-                except MemoryNotFound:
-                    current = None
-                if current != data:
-                    write_atomic(path, data)
-                    restored.append(name)
+        with self._snapshots_locked():
+            chosen = snapshot_module.load(self.state_dir, snapshot_id)
+            wanted = {
+                item["name"]: (chosen.path / "files" / item["name"]).read_bytes() for item in chosen.files
+            }
+            targets = {name: self._rollback_target(name) for name in wanted}  # refuses before any write
+            protection = self._take_snapshot(f"before rollback to {snapshot_id}", "protection")
+            restored: list[str] = []
+            outcome: dict[str, Any] = {"snapshot": snapshot_id, "scope": scope, "protection": protection.id}
+            try:
+                for name, data in wanted.items():
+                    with guard.file_lock(targets[name]):
+                        try:
+                            current: bytes | None = read_bytes(targets[name], limit=None)
+                        except MemoryNotFound:
+                            current = None
+                        if current != data:
+                            write_atomic(targets[name], data)
+                            restored.append(name)
+            except (OSError, SagememError) as exc:
+                outcome.update(restored=restored, error=str(exc))
+                snapshot_module.record_rollback(self.state_dir, outcome)
+                raise SagememError(
+                    f"rollback to {snapshot_id} stopped after {len(restored)} file(s): {exc}; the state "
+                    f"before it is snapshot {protection.id}"
+                ) from exc
+            snapshot_module.prune(self.state_dir, self.settings().snapshot_keep, keep_ids={snapshot_id})
+        retired, kept = [], []
         if scope == "all":
-            wanted = {name_key(item["name"]) for item in chosen.files}
+            keys = {name_key(name) for name in wanted}
             for name in self.files():
-                if name_key(name) in wanted:
+                if name_key(name) in keys:
                     continue
                 try:
                     self.archive(name, reason=f"not in snapshot {snapshot_id} (rollback)")
                     retired.append(name)
                 except SagememError:
                     kept.append(name)  # locked, or already in archive/: left where it is
-        outcome = {
-            "snapshot": snapshot_id,
-            "scope": scope,
-            "protection": protection.id,
-            "restored": restored,
-            "retired": retired,
-            "kept": kept,
-            "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        }
+        outcome.update(
+            restored=restored,
+            retired=retired,
+            kept=kept,
+            at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        )
         snapshot_module.record_rollback(self.state_dir, outcome)
         return outcome
+
+    def _take_snapshot(self, label: str, kind: str) -> snapshot_module.Snapshot:
+        names = self.files() + ([index_path.name] if (index_path := self._index_path()) else [])
+        return snapshot_module.create(self.memory_dir, self.state_dir, names, label=label, kind=kind)
+
+    def _snapshots_locked(self) -> Any:
+        return exclusive(self.state_dir / "snapshots.lock", guard.LOCK_TIMEOUT)
+
+    def _rollback_target(self, name: str) -> Path:
+        """Where a snapshot's file goes back to; refused (before anything is written) when that
+        is a link or not a regular file."""
+        if name_key(name) == name_key(INDEX_NAME):
+            path = self._index_path() or self.memory_dir / name
+        else:
+            path = self.memory_dir / self._existing_name(name)
+        if os.path.lexists(path):
+            check_regular(path, os.lstat(path).st_mode)
+        return path
 
     # -- retrieval ----------------------------------------------------------------------
 
@@ -695,6 +741,15 @@ class MemoryStore:
     def _write_index(self, text: str) -> None:
         path = self._index_path() or self.memory_dir / INDEX_NAME
         write_atomic(path, text.encode("utf-8"))
+
+    def _after_move(self, file: str, update_index: Callable[[], None]) -> None:
+        """The memory has moved: an index that cannot follow is a warning, not a failure."""
+        try:
+            update_index()
+        except (SagememError, OSError) as exc:
+            warnings.warn(
+                f"{file} was moved, but MEMORY.md could not be updated: {exc}", SagememWarning, stacklevel=3
+            )
 
     def _edit_index(self, change: Callable[[str], str]) -> None:
         with guard.file_lock(self._index_path() or self.memory_dir / INDEX_NAME):

@@ -150,3 +150,41 @@ def test_secret_patterns(tmp_path: Path, line: str) -> None:
     store.init()
     write_file(store, "project_s.md", f"---\ndescription: s\n---\n\n{line}\n")
     assert "secret" in by_check(store)
+
+
+def test_no_false_alarms_on_healthy_oddities(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m")
+    store.init()
+    claude = (
+        '---\nname: prefers-uv\ndescription: "the user packages Python with uv # not pip"\n'
+        "metadata:\n  type: feedback\n---\n\nSee [[MEMORY]] and [[session-log]].\n\n"
+        "    [[indented code]]\n\n````\n```\n[[inside a longer fence]]\n````\n\n"
+        "password: ${DB_PASSWORD_FROM_ENV}\napi_key = <your-key-here>\n"
+    )
+    write_file(store, "feedback_uv.md", claude)
+    store.rebuild_index()
+    report = store.check()
+    assert report.ok, [f.to_dict() for f in report.findings]
+
+
+def test_check_reports_what_it_cannot_read(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m")
+    store.init()
+    store.create(type="project", name="a", description="alpha")
+    (store.memory_dir / "MEMORY.md").write_bytes(b"# \xff\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (store.memory_dir / "archive").symlink_to(elsewhere)
+    found = by_check(store)
+    assert {"MEMORY.md", "archive/"} <= found["unreadable"]
+
+
+def test_fix_goes_on_past_a_file_it_cannot_rewrite(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m")
+    store.init()
+    write_file(store, "project_bad.md", "---\r\ndescription: [broken\r\n---\r\n")
+    write_file(store, "project_ok.md", "---\r\ndescription: fine\r\n---\r\n")
+    changes = store.fix()
+    assert any(c.startswith("project_bad.md: not fixed") for c in changes)
+    assert "project_ok.md: CRLF line endings converted to LF" in changes
+    assert b"\r" not in (store.memory_dir / "project_ok.md").read_bytes()

@@ -104,7 +104,7 @@ def test_bulk_operations_take_a_snapshot_first(filled: MemoryStore) -> None:
         os.utime(path, (old, old))
     filled.lock("project_c.md")
     archived = filled.archive_candidates()
-    assert [m.file for m in archived] == ["project_a.md"]
+    assert archived == [("project_a.md", None)]
     assert filled.snapshots()[-1].label == "before archiving 1 candidate(s)"
     assert "project_a.md" in {p.name for p in (filled.snapshots()[-1].path / "files").iterdir()}
     assert (filled.memory_dir / "project_c.md").exists()
@@ -124,3 +124,42 @@ def test_rollback_cli_refuses_with_a_clear_message(filled: MemoryStore, tmp_path
         cli, ["--dir", str(filled.memory_dir), "snapshot", "rollback", made.id, "--json"]
     )
     assert result.exit_code == 0 and json.loads(result.stdout)["snapshot"] == made.id
+
+
+def test_snapshots_hold_every_kind_of_file(store: MemoryStore) -> None:
+    write_file(store, "reference_crlf.md", "---\r\ndescription: crlf\r\n---\r\n")
+    write_file(store, "project_broken.md", "---\ndescription: [broken\n---\n")
+    write_file(store, "big.md", "x" * (600 * 1024))
+    write_file(store, "Notes.md", "one\n")
+    write_file(store, "notes.md", "two\n")
+    made = store.snapshot()
+    stored = {p.name: p.read_bytes() for p in (made.path / "files").iterdir()}
+    assert stored == live(store)
+
+
+def test_rolling_back_to_the_oldest_protection_snapshot(filled: MemoryStore) -> None:
+    base = filled.snapshot()
+    path = filled.memory_dir / "project_a.md"
+    states = []
+    for i in range(3):
+        path.write_text(path.read_text() + f"edit {i}\n")
+        states.append(path.read_bytes())
+        filled.rollback(base.id)
+    protections = [s for s in filled.snapshots() if s.kind == "protection"]
+    assert len(protections) == 3
+    filled.rollback(protections[0].id)  # pruning must not take the snapshot being rolled back to
+    assert path.read_bytes() == states[0]
+
+
+def test_a_rollback_that_cannot_write_a_file_writes_none(filled: MemoryStore, tmp_path: Path) -> None:
+    made = filled.snapshot()
+    write_file(filled, "project_a.md", "---\ndescription: edited\n---\n")
+    target = filled.memory_dir / "user_b.md"
+    elsewhere = tmp_path / "elsewhere.md"
+    elsewhere.write_text("not a memory")
+    target.unlink()
+    target.symlink_to(elsewhere)
+    with pytest.raises(Exception, match="symbolic link"):
+        filled.rollback(made.id)
+    assert (filled.memory_dir / "project_a.md").read_text() == "---\ndescription: edited\n---\n"
+    assert elsewhere.read_text() == "not a memory"

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from ..ledger import Record
+from ..names import name_key
 from .base import _Context, _print_json, _uses, cli, json_option, pass_ctx
 
 
@@ -70,11 +72,14 @@ def candidates(ctx: _Context, apply: bool, as_json: bool) -> None:
         sagemem candidates --json
     """
     if apply:
-        archived = ctx.store.archive_candidates()
+        outcome = ctx.store.archive_candidates()
         if as_json:
-            return _print_json([m.file for m in archived])
-        for m in archived:
-            click.echo(f"archived {m.file}  ({m.extra.get('archived_reason', '')})")
+            _print_json([{"file": file, "archived": why is None, "refused": why} for file, why in outcome])
+        else:
+            for file, why in outcome:
+                click.echo(f"archived {file}" if why is None else f"not archived {file}: {why}")
+        if any(why is not None for _, why in outcome):
+            sys.exit(1)
         return
     found = ctx.store.candidates()
     if as_json:
@@ -146,8 +151,9 @@ def ledger(ctx: _Context, file: str | None, as_json: bool) -> None:
     """How each memory was used: injected, read and cited, kept apart."""
     records = ctx.store.ledger()
     if file is not None:
-        name = ctx.store.resolve(file)
-        records = {name: records[name]} if name in records else {}
+        key = name_key(file)
+        name = next((n for n in records if name_key(n) == key), file)
+        records = {name: records.get(name, Record(name))}
     if as_json:
         return _print_json([r.to_dict() for r in records.values()])
     for name in sorted(records):

@@ -134,7 +134,12 @@ def new(
 def list_(ctx: _Context, type_: str | None, tag: str | None, archived: bool, as_json: bool) -> None:
     """List memories (files that cannot be read are named on stderr)."""
     if archived:
-        found = [m for m in ctx.store.archived() if (not type_ or m.type == type_)]
+        found = [
+            m
+            for m in ctx.store.archived()
+            if (not type_ or m.type == type_)
+            and (not tag or tag.casefold() in {t.casefold() for t in m.tags})
+        ]
         if as_json:
             return _print_json([m.to_dict() for m in found])
         for m in found:
