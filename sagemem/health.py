@@ -124,7 +124,7 @@ def check(
     """Run every check. `texts`: each readable memory's text; `memories`: those that parsed."""
     today = today or dt.date.today()
     found: list[Finding] = []
-    found += _index(index_report, index_text, index_name)
+    found += _index(index_report, index_text, index_name) + _secrets(index_name, index_text)
     broken = list(unreadable)
     found += [Finding("unreadable", name, rule) for name, rule in broken]
     found += _case_duplicates(sorted(set(texts) | {name for name, _ in broken}))

@@ -48,6 +48,7 @@ def seeded(folder: Path) -> MemoryStore:
     (folder / "archive" / "old.md").write_text("---\ndescription: archived one\n---\n")
     (folder / "big.md").write_bytes(b"x" * (600 * 1024))
     index = "# Memory\n\n" + "".join(f"- [x{i}](gone{i}.md)\n" for i in range(2)) + "filler\n" * 210
+    index += "token ghp_" + "z" * 36 + "\n"
     (folder / "MEMORY.md").write_text(index)
     return store
 
@@ -76,7 +77,7 @@ def test_every_seeded_problem_is_found(tmp_path: Path) -> None:
     assert found["future-updated"] == {"project_future.md"}
     assert found["broken-link"] == {"user_me.md:7"}
     assert found["archived-link"] == {"user_me.md:7"}
-    assert found["secret"] == {"project_secret.md:6"}
+    assert found["secret"] == {"project_secret.md:6", "MEMORY.md:215"}
     report = store.check()
     assert not report.ok
     assert all(f.severity == "hint" for f in report.findings if f.check == "archived-link")
