@@ -135,6 +135,7 @@ def inject(
     reset: bool = False,
     task: str | None = None,
     corpus: Corpus | None = None,
+    max_bytes: int | None = None,
 ) -> Injection:
     corpus = corpus or corpus_module.load(memory_dir, state_dir)
     result = retrieve.search(corpus, query, settings)
@@ -142,6 +143,7 @@ def inject(
     plan = _Plan(
         memory_dir, state_dir, corpus, result, query, settings, lang, task or settings.task or session
     )
+    plan.max_bytes = max_bytes
     if session is None:
         injection = plan.run(Ledger(""), stateless=True)
     else:
@@ -178,6 +180,7 @@ class _Plan:
     ) -> None:
         self.memory_dir, self.state_dir, self.corpus, self.result = memory_dir, state_dir, corpus, result
         self.query, self.settings, self.lang, self.task = query, settings, lang, task
+        self.max_bytes: int | None = None  # one injection's cap (a harness's output limit)
 
     def run(self, ledger: Ledger, *, stateless: bool) -> Injection:
         budget, lang = self.settings.budget, self.lang
@@ -213,7 +216,8 @@ class _Plan:
         for kind, snippet in pending:
             part = render.snippet_part(snippet, lang)
             size = len(part.encode("utf-8")) + 2
-            if ledger.used + spent + size > budget - reserve:
+            over_call = self.max_bytes is not None and spent + size > self.max_bytes - 2 * MAX_CARD_BYTES
+            if ledger.used + spent + size > budget - reserve or over_call:
                 omitted.append(snippet)
                 continue
             spent += size

@@ -14,14 +14,17 @@ from .config import user_cache_dir
 LOG_NAME = "sagemem.log"
 
 
-def log_once(state_dir: Path, message: str) -> Path | None:
-    """Append `message` unless it is already in the log; returns the log written, if any."""
+def log_once(state_dir: Path, message: str, name: str = LOG_NAME, *, once: bool = True) -> Path | None:
+    """Append `message` to the log `name` (unless `once` and it is already there); returns the
+    log written, if any."""
     line = " ".join(message.split())
     for folder in (state_dir, user_cache_dir()):
-        path = folder / LOG_NAME
+        path = folder / name
         try:
-            if path.is_file() and any(
-                old.endswith(f" {line}") for old in path.read_text("utf-8").splitlines()
+            if (
+                once
+                and path.is_file()
+                and any(old.endswith(f" {line}") for old in path.read_text("utf-8").splitlines())
             ):
                 return path
             folder.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,215 @@
+"""Harness hooks, fed recorded event JSON for every event of every harness, as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sagemem.install import apply
+
+from .memories import DANCE, make
+
+QUESTION = "when does the studio lease start and what is the rent?"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    files = dict(DANCE)
+    files["user_me.md"] = "---\ndescription: who I am\nbaseline: true\n---\n\nI teach evening classes.\n"
+    make(root / ".sagemem" / "memory", files)
+    return root
+
+
+def hook(args: list[str], event: object, cwd: Path) -> subprocess.CompletedProcess[str]:
+    stdin = event if isinstance(event, str) else json.dumps(event)
+    return subprocess.run(
+        [sys.executable, "-m", "sagemem", "hook", *args], input=stdin, capture_output=True, text=True, cwd=cwd
+    )
+
+
+def context(done: subprocess.CompletedProcess[str], event: str) -> str:
+    assert done.returncode == 0 and done.stderr == ""
+    data = json.loads(done.stdout)
+    assert set(data) == {"hookSpecificOutput"}
+    assert data["hookSpecificOutput"]["hookEventName"] == event
+    return str(data["hookSpecificOutput"]["additionalContext"])
+
+
+CLAUDE_PROMPT = {
+    "session_id": "abc123",
+    "transcript_path": "/tmp/x.jsonl",
+    "permission_mode": "default",
+    "hook_event_name": "UserPromptSubmit",
+}
+CODEX_PROMPT = {
+    "session_id": "c-1",
+    "turn_id": "t-1",
+    "transcript_path": None,
+    "hook_event_name": "UserPromptSubmit",
+    "model": "gpt-x",
+    "permission_mode": "default",
+}
+GEMINI_PROMPT = {
+    "session_id": "g-1",
+    "transcript_path": "/t",
+    "hook_event_name": "BeforeAgent",
+    "timestamp": "2026-11-30T09:00:00Z",
+}
+
+
+@pytest.mark.parametrize(
+    "harness, base, event",
+    [
+        ("claude-code", CLAUDE_PROMPT, "UserPromptSubmit"),
+        ("codex", CODEX_PROMPT, "UserPromptSubmit"),
+        ("gemini", GEMINI_PROMPT, "BeforeAgent"),
+    ],
+)
+def test_prompt_event_injects_context(project: Path, harness: str, base: dict, event: str) -> None:
+    done = hook([harness, event], {**base, "cwd": str(project / "src"), "prompt": QUESTION}, project)
+    text = context(done, event)
+    assert "### project_studio_opening.md:" in text and "Citation discipline" in text
+    assert "user_me.md" in text  # the session's first call brings the baseline
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
+def test_session_start_gives_baseline_and_compact_resets(project: Path, harness: str) -> None:
+    start = {"session_id": "s9", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+    assert "user_me.md" in context(hook([harness], start, project), "SessionStart")
+    assert hook([harness], {**start, "source": "resume"}, project).stdout == ""  # already given
+    assert "user_me.md" in context(hook([harness], {**start, "source": "compact"}, project), "SessionStart")
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        "",
+        "not json",
+        "[1, 2]",
+        json.dumps({"hook_event_name": "UserPromptSubmit"}),  # no prompt, no cwd, no session
+        json.dumps({**CLAUDE_PROMPT, "prompt": "write a haiku about autumn", "session_id": None}),
+        json.dumps({**CLAUDE_PROMPT, "hook_event_name": "PostToolUse", "tool_name": "Write"}),
+        "\udcff".encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
+    ],
+)
+def test_bad_or_irrelevant_input_says_nothing_and_exits_0(project: Path, stdin: str) -> None:
+    done = hook(["claude-code"], stdin, project)
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
+
+
+def test_failures_are_logged_not_shown(project: Path) -> None:
+    done = hook(["claude-code", "UserPromptSubmit"], "not json", project)
+    assert done.stdout == "" and done.returncode == 0
+    log = (project / ".sagemem" / "memory" / ".sagemem" / "hook.log").read_text()
+    assert "JSONDecodeError" in log
+
+
+def test_no_memory_dir_means_silence(tmp_path: Path) -> None:
+    done = hook(
+        ["codex", "UserPromptSubmit"], {**CODEX_PROMPT, "cwd": str(tmp_path), "prompt": QUESTION}, tmp_path
+    )
+    assert done.returncode == 0 and done.stdout == ""
+
+
+def test_a_huge_prompt_stays_within_the_harness_cap(project: Path) -> None:
+    files = {
+        f"reference_r{i}.md": f"---\ndescription: rent notes {i}\n---\n\n" + "rent lease " * 300 + "\n"
+        for i in range(30)
+    }
+    for name, text in files.items():
+        (project / ".sagemem" / "memory" / name).write_text(text)
+    prompt = "rent lease " * 20_000
+    done = hook(
+        ["claude-code", "UserPromptSubmit"], {**CLAUDE_PROMPT, "cwd": str(project), "prompt": prompt}, project
+    )
+    assert len(context(done, "UserPromptSubmit")) < 10_000
+
+
+def test_sagemem_text_coming_back_as_a_prompt_is_not_a_question(project: Path) -> None:
+    first = context(
+        hook(["claude-code"], {**CLAUDE_PROMPT, "cwd": str(project), "prompt": QUESTION}, project),
+        "UserPromptSubmit",
+    )
+    again = hook(
+        ["claude-code"],
+        {**CLAUDE_PROMPT, "session_id": "other", "cwd": str(project), "prompt": first},
+        project,
+    )
+    assert again.stdout == ""
+
+
+def test_the_hook_path_skips_click(project: Path) -> None:
+    code = (
+        "import sys, io; sys.argv = ['sagemem', 'hook', 'claude-code']; sys.stdin = io.StringIO('')\n"
+        "from sagemem.cli import base\n"
+        "try:\n    base.main()\nexcept SystemExit as e:\n    print(e.code, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project)
+    assert done.stderr.strip() == "0"
+
+
+# -- install / uninstall ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
+def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: Path, harness: str) -> None:
+    path = {
+        "claude-code": ".claude/settings.json",
+        "codex": ".codex/hooks.json",
+        "gemini": ".gemini/settings.json",
+    }
+    target = tmp_path / path[harness]
+    target.parent.mkdir(parents=True)
+    mine = {
+        "model": "x",
+        "hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "my-own-hook"}]}]},
+        "permissions": {"allow": ["Bash(ls)"]},
+    }
+    target.write_text(json.dumps(mine, indent=4))
+    first = apply(harness, "project", add=True, cwd=tmp_path)
+    assert (
+        len(first["changes"]) == 2
+        and first["backup"]
+        and Path(first["backup"]).read_text() == json.dumps(mine, indent=4)
+    )
+    installed = json.loads(target.read_text())
+    assert installed["model"] == "x" and installed["permissions"] == mine["permissions"]
+    commands = [h["command"] for groups in installed["hooks"].values() for g in groups for h in g["hooks"]]
+    assert "my-own-hook" in commands and sum(f"hook {harness} " in c for c in commands) == 2
+    if harness == "gemini":
+        assert all(h["timeout"] == 10_000 for g in installed["hooks"]["BeforeAgent"] for h in g["hooks"])
+    assert apply(harness, "project", add=True, cwd=tmp_path)["changes"] == []  # idempotent
+    dry = apply(harness, "project", add=False, cwd=tmp_path, dry_run=True)
+    assert len(dry["changes"]) == 2 and json.loads(target.read_text()) == installed
+    apply(harness, "project", add=False, cwd=tmp_path)
+    assert json.loads(target.read_text()) == mine
+
+
+def test_install_refuses_a_broken_settings_file(tmp_path: Path) -> None:
+    from sagemem.errors import SagememError
+
+    target = tmp_path / ".claude" / "settings.json"
+    target.parent.mkdir()
+    target.write_text("{ not json")
+    with pytest.raises(SagememError, match="not valid JSON"):
+        apply("claude-code", "project", add=True, cwd=tmp_path)
+    assert target.read_text() == "{ not json"
+
+
+def test_install_command_user_scope(tmp_path: Path) -> None:
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "install", "gemini", "--scope", "user", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["path"] == str(tmp_path / ".gemini" / "settings.json")
