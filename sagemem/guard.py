@@ -159,6 +159,18 @@ def guarded_write(
     return version_of(data)
 
 
+def record_refusal(
+    path: Path, expected: str | None, proposed: bytes | None, state_dir: Path, writer: str, reason: str
+) -> VersionConflict:
+    """Record a write refused elsewhere (a harness's file tool) in the same conflict queue."""
+    try:
+        disk: bytes | None = read_bytes(path)
+    except MemoryNotFound:
+        disk = None
+    actual = None if disk is None else version_of(disk)
+    return _refuse(path.name, expected, actual, disk, proposed, state_dir, writer, reason)
+
+
 def refuse_if_changed(path: Path, expected: str | None, state_dir: Path, writer: str, reason: str) -> None:
     """Record and raise a conflict without proposed content if `path` is no longer `expected`
     (for a change that could not even be computed on what is on disk now)."""

@@ -21,6 +21,9 @@ from typing import Any
 HARNESSES = ("claude-code", "codex", "gemini")
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
 START_EVENTS = ("SessionStart",)
+TOOL_EVENTS = ("PreToolUse", "PostToolUse")
+READ_TOOLS = ("Read",)
+WRITE_TOOLS = ("Write", "Edit", "MultiEdit")
 # Claude Code and Codex deliver up to 10,000 characters of context whole; stay under that.
 MAX_CONTEXT_BYTES = 9000
 HOOK_LOG = "hook.log"
@@ -67,7 +70,7 @@ def handle(
         fired = str(data.get("hook_event_name") or _ALIASES.get(event or "", event or ""))
         if harness not in HARNESSES:
             raise ValueError(f"unknown harness {harness!r} (one of {', '.join(HARNESSES)})")
-        if fired not in PROMPT_EVENTS + START_EVENTS:
+        if fired not in PROMPT_EVENTS + START_EVENTS + TOOL_EVENTS:
             return None
         from .config import load_settings, locate
         from .inject import inject
@@ -78,6 +81,8 @@ def handle(
         if not location.memory_dir.is_dir():
             return None  # no memory here: nothing to say, nothing wrong
         session = str(data["session_id"]) if data.get("session_id") else None
+        if fired in TOOL_EVENTS:
+            return _file_tool(harness, fired, data, location.memory_dir, location.state_dir, session)
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
         else:
@@ -100,6 +105,102 @@ def handle(
     except Exception as exc:  # fail open: whatever happened, the agent's prompt goes on untouched
         _log(state, f"{harness} {event or ''}: {type(exc).__name__}: {exc}")
         return None
+
+
+def _file_tool(
+    harness: str, fired: str, data: dict[str, Any], memory_dir: Path, state_dir: Path, session: str | None
+) -> dict[str, Any] | None:
+    """The write guard for the agent's own file tools on memory files.
+
+    After a Read, the version the session saw is remembered and a read is counted. Before a
+    Write or Edit of an existing memory, the call is denied (and the attempt kept in the
+    conflict queue) unless the file is still the version this session last read or wrote.
+    After a Write or Edit, the new version counts as seen and the index line follows it.
+    """
+    tool = str(data.get("tool_name") or "")
+    arguments = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
+    file = _memory_file(memory_dir, arguments.get("file_path"))
+    if file is None or session is None or tool not in READ_TOOLS + WRITE_TOOLS:
+        return None
+    from . import guard
+    from . import ledger as access
+    from .errors import MemoryNotFound
+    from .files import read_bytes
+    from .memory import version_of
+    from .session import open_ledger
+
+    path = memory_dir / file
+    try:
+        current: bytes | None = read_bytes(path)
+    except MemoryNotFound:
+        current = None
+    with open_ledger(state_dir, session) as ledger:
+        if fired == "PostToolUse" and current is not None:
+            ledger.reads[file] = version_of(current)
+        seen = ledger.reads.get(file)
+    if fired == "PostToolUse":
+        if tool in READ_TOOLS:
+            access.record(state_dir, "read", [file])
+        elif current is not None:
+            from .store import MemoryStore
+
+            MemoryStore(memory_dir, state_dir).refresh_index_line(file)
+        return None
+    if tool not in WRITE_TOOLS or current is None or seen == version_of(current):
+        return None  # creating a memory, or writing over what this session saw: fine
+    text = current.decode("utf-8", "replace")
+    proposed = _proposed(tool, arguments, text)
+    why = "was never read in this session" if seen is None else "changed since this session last read it"
+    conflict = guard.record_refusal(
+        path,
+        seen,
+        None if proposed is None else proposed.encode("utf-8"),
+        state_dir,
+        f"{harness} session {session}",
+        f"{tool} refused: the file {why}",
+    )
+    reason = (
+        f"sagemem: {file} {why} (by a person, another agent or git). Read it again and redo the "
+        f"change on what it says now. Your attempt is kept as conflict {conflict.conflict_id} "
+        f"(`sagemem conflicts show {conflict.conflict_id}`)."
+    )
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def _memory_file(memory_dir: Path, raw: Any) -> str | None:
+    """The memory file name `raw` points at, if it is one (top level, a valid memory name)."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    from .names import check_name
+
+    path = Path(raw)
+    try:
+        if path.parent.resolve() != memory_dir.resolve():
+            return None
+        return check_name(path.name)
+    except (OSError, ValueError):
+        return None
+
+
+def _proposed(tool: str, arguments: dict[str, Any], text: str) -> str | None:
+    """What the refused call would have written: a Write's content, or an Edit applied to the
+    file as it is now (None when its old text is no longer there)."""
+    if tool == "Write":
+        content = arguments.get("content")
+        return content if isinstance(content, str) else None
+    edits = arguments.get("edits") if tool == "MultiEdit" else [arguments]
+    for change in edits if isinstance(edits, list) else []:
+        old, new = change.get("old_string"), change.get("new_string")
+        if not isinstance(old, str) or not isinstance(new, str) or old not in text:
+            return None
+        text = text.replace(old, new) if change.get("replace_all") else text.replace(old, new, 1)
+    return text
 
 
 def _log(state: Path | None, message: str) -> None:

@@ -24,7 +24,13 @@ TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
     "claude-code": (
         ".claude/settings.json",
         ".claude/settings.json",
-        {"SessionStart": ("startup|resume|clear|compact", 10), "UserPromptSubmit": (None, 10)},
+        {
+            "SessionStart": ("startup|resume|clear|compact", 10),
+            "UserPromptSubmit": (None, 10),
+            # The write guard on the agent's own file tools.
+            "PreToolUse": ("Write|Edit|MultiEdit", 10),
+            "PostToolUse": ("Read|Write|Edit|MultiEdit", 10),
+        },
     ),
     "codex": (
         ".codex/hooks.json",

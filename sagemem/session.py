@@ -36,6 +36,7 @@ class Ledger:
     last_query: str = ""  # signature of the previous message
     baseline_done: bool = False
     cards: list[str] = field(default_factory=list)  # hashes of the gap cards shown
+    reads: dict[str, str] = field(default_factory=dict)  # memory file -> version the agent last saw
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -84,6 +85,7 @@ def _load(path: Path, session: str) -> Ledger:
             last_query=str(data.get("last_query", "")),
             baseline_done=bool(data.get("baseline_done", False)),
             cards=[str(c) for c in data.get("cards", [])],
+            reads={str(k): str(v) for k, v in dict(data.get("reads", {})).items()},
         )
     except (OSError, ValueError, TypeError, AttributeError):
         return Ledger(session)

@@ -774,6 +774,11 @@ class MemoryStore:
     def _all_names(self) -> list[str]:
         return self._names_in(self.memory_dir) + self._names_in(self.memory_dir / archive_module.ARCHIVE_DIR)
 
+    def refresh_index_line(self, file: str) -> None:
+        """Bring one memory's MEMORY.md line up to date after it was written by other means
+        (an agent's own file tool, an editor)."""
+        self._upsert_index(self.resolve(file))
+
     def _upsert_index(self, file: str) -> None:
         """Bring `file`'s index line up to date from the file as it is on disk now: a writer that
         lost the race for the index must not put back what another writer replaced."""

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sagemem.install import apply
+from sagemem import MemoryStore
+from sagemem.install import TARGETS, apply
 
 from .memories import DANCE, make
 
@@ -172,21 +173,19 @@ def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: 
         "permissions": {"allow": ["Bash(ls)"]},
     }
     target.write_text(json.dumps(mine, indent=4))
+    events = len(TARGETS[harness][2])
     first = apply(harness, "project", add=True, cwd=tmp_path)
-    assert (
-        len(first["changes"]) == 2
-        and first["backup"]
-        and Path(first["backup"]).read_text() == json.dumps(mine, indent=4)
-    )
+    assert len(first["changes"]) == events and first["backup"]
+    assert Path(first["backup"]).read_text() == json.dumps(mine, indent=4)
     installed = json.loads(target.read_text())
     assert installed["model"] == "x" and installed["permissions"] == mine["permissions"]
     commands = [h["command"] for groups in installed["hooks"].values() for g in groups for h in g["hooks"]]
-    assert "my-own-hook" in commands and sum(f"hook {harness} " in c for c in commands) == 2
+    assert "my-own-hook" in commands and sum(f"hook {harness} " in c for c in commands) == events
     if harness == "gemini":
         assert all(h["timeout"] == 10_000 for g in installed["hooks"]["BeforeAgent"] for h in g["hooks"])
     assert apply(harness, "project", add=True, cwd=tmp_path)["changes"] == []  # idempotent
     dry = apply(harness, "project", add=False, cwd=tmp_path, dry_run=True)
-    assert len(dry["changes"]) == 2 and json.loads(target.read_text()) == installed
+    assert len(dry["changes"]) == events and json.loads(target.read_text()) == installed
     apply(harness, "project", add=False, cwd=tmp_path)
     assert json.loads(target.read_text()) == mine
 
@@ -213,3 +212,68 @@ def test_install_command_user_scope(tmp_path: Path) -> None:
     )
     assert done.returncode == 0
     assert json.loads(done.stdout)["path"] == str(tmp_path / ".gemini" / "settings.json")
+
+
+# -- the write guard on the agent's own file tools ---------------------------------------------------
+
+
+def tool(project: Path, fired: str, name: str, path: Path, session: str = "g1", **arguments: object) -> str:
+    event = {
+        "session_id": session,
+        "cwd": str(project),
+        "hook_event_name": fired,
+        "tool_name": name,
+        "tool_input": {"file_path": str(path), **arguments},
+    }
+    done = hook(["claude-code"], event, project)
+    assert done.returncode == 0 and done.stderr == ""
+    return done.stdout
+
+
+def test_guard_allows_a_write_over_what_the_session_read(project: Path) -> None:
+    memory = project / ".sagemem" / "memory" / "project_studio_opening.md"
+    assert tool(project, "PostToolUse", "Read", memory) == ""
+    assert tool(project, "PreToolUse", "Edit", memory, old_string="five years", new_string="six years") == ""
+    store = MemoryStore(project / ".sagemem" / "memory")
+    assert store.ledger()[memory.name].read.count == 1
+
+
+def test_guard_denies_a_stale_edit_and_keeps_it_as_a_conflict(project: Path) -> None:
+    memory = project / ".sagemem" / "memory" / "project_studio_opening.md"
+    tool(project, "PostToolUse", "Read", memory)
+    memory.write_text(memory.read_text().replace("first", "fifth"))  # a person edits it meanwhile
+    out = json.loads(
+        tool(project, "PreToolUse", "Edit", memory, old_string="five years", new_string="six years")
+    )
+    decision = out["hookSpecificOutput"]
+    assert decision["hookEventName"] == "PreToolUse" and decision["permissionDecision"] == "deny"
+    assert "changed since this session last read it" in decision["permissionDecisionReason"]
+    store = MemoryStore(project / ".sagemem" / "memory")
+    [conflict] = store.conflicts()
+    assert conflict.id in decision["permissionDecisionReason"]
+    assert b"six years" in (conflict.proposed or b"") and b"fifth" in (conflict.proposed or b"")
+
+
+def test_guard_denies_writing_a_memory_never_read_but_allows_creating_one(project: Path) -> None:
+    folder = project / ".sagemem" / "memory"
+    out = json.loads(tool(project, "PreToolUse", "Write", folder / "user_me.md", content="---\n---\nnew\n"))
+    assert "was never read in this session" in out["hookSpecificOutput"]["permissionDecisionReason"]
+    assert tool(project, "PreToolUse", "Write", folder / "project_new.md", content="---\n---\n") == ""
+
+
+def test_after_a_write_the_index_follows_and_the_session_may_edit_again(project: Path) -> None:
+    folder = project / ".sagemem" / "memory"
+    path = folder / "project_new.md"
+    path.write_text("---\ndescription: written by the agent's Write tool\n---\n\nbody\n")
+    assert tool(project, "PostToolUse", "Write", path) == ""
+    assert "(project_new.md) — written by the agent's Write tool" in (folder / "MEMORY.md").read_text()
+    assert tool(project, "PreToolUse", "Edit", path, old_string="body", new_string="more") == ""
+
+
+def test_guard_ignores_files_that_are_not_memories(project: Path) -> None:
+    for path in [
+        project / "src" / "main.py",
+        project / ".sagemem" / "memory" / "archive" / "x.md",
+        project / "README.md",
+    ]:
+        assert tool(project, "PreToolUse", "Write", path, content="x") == ""
