@@ -28,10 +28,11 @@ CHECKS = {
     "index-dangling": "index line for a memory that does not exist",
     "index-unlisted": "memory missing from the index",
     "index-duplicate": "second index line for one memory",
-    "index-stale": "index line whose title or description is out of date",
+    "index-stale": "index line whose description is out of date",
     "index-too-long": "MEMORY.md longer than Claude Code loads",
     "unreadable": "file that cannot be read as a memory",
     "case-duplicate": "two files whose names differ only in case or Unicode form",
+    "merge-conflict": "unresolved git conflict markers",
     "no-frontmatter": "memory without frontmatter",
     "description": "missing or multi-line description",
     "duplicate-description": "description shared with another memory",
@@ -52,6 +53,8 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _PLACEHOLDER = re.compile(
     r"\$\{|<[^>]*>|\{\{|x{4,}|\*{3,}|\b(?:your|example|changeme|placeholder|redacted)", re.I
 )
+_MARKER_OPEN = re.compile(r"^<{7}(?: |$)", re.M)
+_MARKER_CLOSE = re.compile(r"^>{7}(?: |$)", re.M)
 _HASH_VALUE = re.compile(r"^[A-Za-z_][\w-]*:[ \t]+(?![\"'|>\[{&*!])[^\n]*?[ \t]#")
 SECRETS = (
     ("private key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
@@ -125,6 +128,7 @@ def check(
     today = today or dt.date.today()
     found: list[Finding] = []
     found += _index(index_report, index_text, index_name) + _secrets(index_name, index_text)
+    found += _conflict_markers(index_name, index_text)
     broken = list(unreadable)
     found += [Finding("unreadable", name, rule) for name, rule in broken]
     found += _case_duplicates(sorted(set(texts) | {name for name, _ in broken}))
@@ -191,10 +195,22 @@ def _case_duplicates(files: Sequence[str]) -> list[Finding]:
     ]
 
 
+def _conflict_markers(file: str, text: str) -> list[Finding]:
+    opened = _MARKER_OPEN.search(text)
+    if opened and _MARKER_CLOSE.search(text, opened.end()):
+        line = text.count("\n", 0, opened.start()) + 1
+        return [
+            Finding(
+                "merge-conflict", file, "has unresolved git conflict markers: choose a side and save", line
+            )
+        ]
+    return []
+
+
 def _file(
     file: str, text: str, memory: Memory | None, names: set[str], archived: set[str], today: dt.date
 ) -> list[Finding]:
-    found = []
+    found = _conflict_markers(file, text)
     if "\r" in text:
         found.append(
             Finding("crlf", file, "uses CRLF line endings (sagemem writes LF; `check --fix` converts)")

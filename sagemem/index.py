@@ -73,10 +73,7 @@ class IndexReport:
 
 def entry_line(file: str, title: str, description: str) -> str:
     """The canonical index line for a memory (without line ending)."""
-    title = _escape_title(" ".join(title.split()))
-    target = "".join(quote(c, safe="") if c in _TARGET_SPECIAL or c.isspace() else c for c in file)
-    description = _cut(" ".join(description.split()))
-    return f"- [{title}]({target})" + (f" — {description}" if description else "")
+    return f"- [{_escape_title(' '.join(title.split()))}]({_target(file)})" + _tail(description)
 
 
 def line_for(memory: Memory) -> str:
@@ -202,15 +199,26 @@ def _roles(
 
 
 def _is_stale(entry: Entry, memory: Memory) -> bool:
-    return entry.title != " ".join(memory.title.split()) or entry.description != _cut(
-        " ".join(memory.description.split())
-    )
+    """An entry is stale when its description no longer matches the memory's. The title is
+    the person's to choose (Claude Code writes "User prefers uv" for `name: prefers-uv`)."""
+    return entry.description != _cut(" ".join(memory.description.split()))
 
 
 def _refresh(line: str, memory: Memory, eol: str) -> str:
+    """The entry with the memory's current description, keeping its prefix and title."""
     found = _ENTRY.match(line)
     prefix = found.group("prefix") if found else "- "
-    return prefix + line_for(memory)[2:] + eol
+    title = found.group("title") if found else _escape_title(memory.title)
+    return f"{prefix}[{title}]({_target(memory.file)}){_tail(memory.description)}{eol}"
+
+
+def _target(file: str) -> str:
+    return "".join(quote(c, safe="") if c in _TARGET_SPECIAL or c.isspace() else c for c in file)
+
+
+def _tail(description: str) -> str:
+    description = _cut(" ".join(description.split()))
+    return f" — {description}" if description else ""
 
 
 def _escape_title(title: str) -> str:

@@ -127,7 +127,7 @@ def test_write_with_current_version(store: MemoryStore) -> None:
     data = (store.memory_dir / m.file).read_bytes()
     assert data == b"---\ndescription: new\ntype: project\n---\nbody\n"  # LF on write
     assert new.version == sha(data)
-    assert "- [project_x](project_x.md) — new" in (store.memory_dir / "MEMORY.md").read_text()
+    assert "- [x](project_x.md) — new" in (store.memory_dir / "MEMORY.md").read_text()  # title kept
     assert store.check_index().ok
 
 
