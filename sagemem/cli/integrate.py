@@ -73,3 +73,24 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
     if outcome.get("dry_run"):
         click.echo("dry run: nothing written", err=True)
     sys.stdout.flush()
+
+
+@cli.command()
+@pass_ctx
+def mcp(ctx: _Context) -> None:
+    """Serve the memory directory over MCP on stdio (needs `pip install 'sagemem[mcp]'`).
+
+    \b
+    Example (Claude Code):
+        claude mcp add --scope project sagemem -- sagemem mcp
+    """
+    from ..errors import SagememError, StoreNotFound
+
+    location = ctx.location
+    if not location.memory_dir.is_dir():
+        raise StoreNotFound(f"{location.memory_dir}: memory directory does not exist (run `sagemem init`)")
+    try:
+        from ..mcp_server import serve
+    except ImportError:
+        raise SagememError("the MCP server needs the mcp package: pip install 'sagemem[mcp]'") from None
+    serve(location.memory_dir, location.state_dir)

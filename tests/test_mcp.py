@@ -1,0 +1,142 @@
+"""The MCP server, in-process through the SDK's client and over stdio as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+mcp = pytest.importorskip("mcp")
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from sagemem import MemoryStore  # noqa: E402
+from sagemem.mcp_server import build  # noqa: E402
+
+from .memories import DANCE, make  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+TOOLS = {"memory_search", "memory_read", "memory_write", "memory_archive", "memory_check", "memory_cite"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    return make(tmp_path / "mem", DANCE)
+
+
+def data(result: Any) -> Any:
+    assert result.is_error is False, result.content
+    if result.structured_content is not None:
+        content = result.structured_content
+        return (
+            content.get("result", content)
+            if isinstance(content, dict) and set(content) == {"result"}
+            else content
+        )
+    return json.loads(result.content[0].text)
+
+
+async def test_every_tool_in_process(store: MemoryStore) -> None:
+    async with Client(build(store)) as client:
+        listed = await client.list_tools()
+        assert {t.name for t in listed.tools} == TOOLS
+        assert all(t.description for t in listed.tools)
+
+        hits = data(await client.call_tool("memory_search", {"query": "studio lease rent"}))
+        assert hits[0]["file"] == "project_studio_opening.md" and len(hits[0]["version"]) == 64
+        assert data(await client.call_tool("memory_search", {"query": "how do I undo a git commit"})) == []
+
+        read = data(await client.call_tool("memory_read", {"file": "project_studio_opening.md"}))
+        assert read["version"] == hits[0]["version"] and "Fifth Street" in read["text"]
+        assert store.ledger()["project_studio_opening.md"].read.count == 1
+
+        new_text = read["text"].replace("five years", "six years")
+        written = data(
+            await client.call_tool(
+                "memory_write",
+                {
+                    "file": "project_studio_opening.md",
+                    "content": new_text,
+                    "expected_version": read["version"],
+                },
+            )
+        )
+        assert written["version"] != read["version"]
+
+        # The old version again: refused, structured enough to act on, and kept as a conflict.
+        stale = await client.call_tool(
+            "memory_write",
+            {
+                "file": "project_studio_opening.md",
+                "content": "---\n---\nx\n",
+                "expected_version": read["version"],
+            },
+        )
+        assert stale.is_error is True
+        message = stale.content[0].text
+        assert "version_conflict" in message
+        conflict_id = message.split("conflict_id=")[1].rstrip("]")
+        assert store.conflict(conflict_id).proposed == b"---\n---\nx\n"
+
+        traversal = await client.call_tool("memory_read", {"file": "../../etc/passwd.md"})
+        assert traversal.is_error is True and "single path segment" in traversal.content[0].text
+        reserved = await client.call_tool("memory_write", {"file": "MEMORY.md", "content": "x"})
+        assert reserved.is_error is True and "reserved" in reserved.content[0].text
+
+        created = data(
+            await client.call_tool(
+                "memory_write",
+                {
+                    "file": "project_new.md",
+                    "content": "---\ndescription: made over mcp\ntype: project\n---\nhi\n",
+                },
+            )
+        )
+        assert created["file"] == "project_new.md"
+        assert data(
+            await client.call_tool("memory_cite", {"files": ["project_new.md"], "receipt": "r1"})
+        ) == {"counted": ["project_new.md"]}
+        archived = data(
+            await client.call_tool("memory_archive", {"file": "project_new.md", "reason": "test"})
+        )
+        assert (
+            archived["file"] == "project_new.md"
+            and (store.memory_dir / "archive" / "project_new.md").exists()
+        )
+        report = data(await client.call_tool("memory_check", {}))
+        assert report["ok"] is False  # the fixture's files were never listed in MEMORY.md
+        assert {f["check"] for f in report["findings"]} == {"index-unlisted"}
+        store.rebuild_index()
+        assert data(await client.call_tool("memory_check", {}))["ok"] is True
+
+
+async def test_edits_made_by_others_are_seen_without_a_restart(store: MemoryStore) -> None:
+    async with Client(build(store)) as client:
+        assert data(await client.call_tool("memory_search", {"query": "zeppelin hangar"})) == []
+        path = store.memory_dir / "reference_hangar.md"
+        temp = store.memory_dir / ".hangar.tmp"
+        temp.write_text(
+            "---\ndescription: zeppelin hangar keys\n---\n\nThe zeppelin hangar key is at the desk.\n"
+        )
+        temp.rename(path)  # an editor's atomic save
+        hits = data(await client.call_tool("memory_search", {"query": "zeppelin hangar"}))
+        assert hits and hits[0]["file"] == "reference_hangar.md"
+
+
+async def test_over_stdio_as_a_subprocess(store: MemoryStore) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "sagemem", "--dir", str(store.memory_dir), "mcp"]
+    )
+    async with Client(params) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        hits = data(await client.call_tool("memory_search", {"query": "周一晚上可以排舞蹈课吗"}))
+        assert hits[0]["file"] == "feedback_舞蹈课.md"
+        bad = await client.call_tool("memory_read", {"file": "../x.md"})
+        assert bad.is_error is True
