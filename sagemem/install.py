@@ -70,15 +70,58 @@ def apply(
     cwd: Path | None = None,
     home: Path | None = None,
 ) -> dict[str, Any]:
+    """Install (`add`) or uninstall sagemem's hooks, and its MCP server entry where the
+    harness keeps it in a JSON file; `todo` is the command left for the person to run."""
     path = settings_path(harness, scope, cwd=cwd, home=home)
+
+    def hooks(data: dict[str, Any]) -> list[str]:
+        changes = (_add if add else _remove)(data, harness)
+        if harness == "gemini":  # Gemini keeps its MCP servers in the same settings file
+            changes += _mcp(data, add)
+        return changes
+
+    files = [(path, hooks)]
+    todo = None
+    if harness == "claude-code" and scope == "project":
+        files.append(((cwd or Path.cwd()) / ".mcp.json", lambda data: _mcp(data, add)))
+    elif harness == "claude-code":
+        todo = (
+            "claude mcp add --scope user sagemem -- sagemem mcp"
+            if add
+            else "claude mcp remove --scope user sagemem"
+        )
+    elif harness == "codex":
+        todo = "codex mcp add sagemem -- sagemem mcp" if add else "codex mcp remove sagemem"
+    changes: list[str] = []
+    backups: list[str] = []
+    for target, change in files:
+        done, backup = _edit_json(target, change, dry_run)
+        changes += [f"{target.name}: {line}" for line in done]
+        backups += [backup] if backup else []
+    return {
+        "path": str(path),
+        "changes": changes,
+        "backup": backups[0] if backups else None,
+        "backups": backups,
+        "todo": todo,
+        "dry_run": dry_run,
+    }
+
+
+def _edit_json(path: Path, change: Any, dry_run: bool) -> tuple[list[str], str | None]:
+    """Apply `change` to the JSON object in `path`; write it (after a backup) if it changed."""
     original = path.read_bytes() if path.exists() else None
     try:
         data = json.loads(original.decode("utf-8")) if original else {}
     except (UnicodeDecodeError, ValueError) as exc:
         raise SagememError(f"{path}: not valid JSON ({exc}); fix it first, nothing was changed") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
-        raise SagememError(f"{path}: expected a JSON object with a `hooks` object; nothing was changed")
-    changes = (_add if add else _remove)(data, harness)
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k, {}), dict) for k in ("hooks", "mcpServers")
+    ):
+        raise SagememError(
+            f"{path}: expected a JSON object (with `hooks`/`mcpServers` objects); nothing was changed"
+        )
+    changes = change(data)
     backup = None
     if changes and not dry_run:
         if original is not None:
@@ -87,12 +130,30 @@ def apply(
             backup.write_bytes(original)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
-    return {
-        "path": str(path),
-        "changes": changes,
-        "backup": str(backup) if backup else None,
-        "dry_run": dry_run,
-    }
+    return changes, str(backup) if backup else None
+
+
+def _mcp(data: dict[str, Any], add: bool) -> list[str]:
+    """The `sagemem` entry of `mcpServers`: added if missing, removed only if it is ours."""
+    servers = data.get("mcpServers", {})
+    entry = servers.get("sagemem")
+    ours = (
+        isinstance(entry, dict)
+        and entry.get("args") == ["mcp"]
+        and "sagemem" in str(entry.get("command", ""))
+    )
+    if add and entry is None:
+        base = command_for("x", "y").removesuffix(" hook x y")
+        command, *prefix = base.split(" -m ") if " -m " in base else [base]
+        args = ["-m", "sagemem", "mcp"] if prefix else ["mcp"]
+        data.setdefault("mcpServers", {})["sagemem"] = {"command": command, "args": args}
+        return ["added MCP server sagemem"]
+    if not add and ours:
+        del servers["sagemem"]
+        if not servers:
+            data.pop("mcpServers", None)
+        return ["removed MCP server sagemem"]
+    return []
 
 
 def _add(data: dict[str, Any], harness: str) -> list[str]:

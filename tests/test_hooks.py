@@ -173,19 +173,27 @@ def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: 
         "permissions": {"allow": ["Bash(ls)"]},
     }
     target.write_text(json.dumps(mine, indent=4))
-    events = len(TARGETS[harness][2])
+    events = len(TARGETS[harness][2]) + (harness != "codex")  # the hooks, and the MCP entry
     first = apply(harness, "project", add=True, cwd=tmp_path)
     assert len(first["changes"]) == events and first["backup"]
     assert Path(first["backup"]).read_text() == json.dumps(mine, indent=4)
     installed = json.loads(target.read_text())
     assert installed["model"] == "x" and installed["permissions"] == mine["permissions"]
     commands = [h["command"] for groups in installed["hooks"].values() for g in groups for h in g["hooks"]]
-    assert "my-own-hook" in commands and sum(f"hook {harness} " in c for c in commands) == events
+    assert "my-own-hook" in commands and sum(f"hook {harness} " in c for c in commands) == len(
+        TARGETS[harness][2]
+    )
     if harness == "gemini":
         assert all(h["timeout"] == 10_000 for g in installed["hooks"]["BeforeAgent"] for h in g["hooks"])
     assert apply(harness, "project", add=True, cwd=tmp_path)["changes"] == []  # idempotent
     dry = apply(harness, "project", add=False, cwd=tmp_path, dry_run=True)
     assert len(dry["changes"]) == events and json.loads(target.read_text()) == installed
+    if harness == "claude-code":
+        assert json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"]["args"][-1] == "mcp"
+    if harness == "gemini":
+        assert installed["mcpServers"]["sagemem"]["args"][-1] == "mcp"
+    if harness == "codex":
+        assert first["todo"] == "codex mcp add sagemem -- sagemem mcp"
     apply(harness, "project", add=False, cwd=tmp_path)
     assert json.loads(target.read_text()) == mine
 

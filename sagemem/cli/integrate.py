@@ -68,8 +68,10 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
         return _print_json(outcome)
     for line in outcome["changes"] or ["nothing to change"]:  # type: ignore[union-attr]
         click.echo(f"{outcome['path']}: {line}")
-    if outcome.get("backup"):
-        click.echo(f"backup: {outcome['backup']}")
+    for backup in outcome.get("backups") or []:  # type: ignore[union-attr]
+        click.echo(f"backup: {backup}")
+    if outcome.get("todo"):
+        click.echo(f"still to do, by you: {outcome['todo']}")
     if outcome.get("dry_run"):
         click.echo("dry run: nothing written", err=True)
     sys.stdout.flush()
