@@ -96,3 +96,27 @@ def mcp(ctx: _Context) -> None:
     except ImportError:
         raise SagememError("the MCP server needs the mcp package: pip install 'sagemem[mcp]'") from None
     serve(location.memory_dir, location.state_dir)
+
+
+@cli.command()
+@pass_ctx
+def watch(ctx: _Context) -> None:
+    """Watch the memory directory: print health problems as they appear (+) and clear (-),
+    and keep the search cache current. Ctrl-C stops it.
+
+    \b
+    Example:
+        sagemem watch
+    """
+    import threading
+
+    from ..watch import watch as run
+
+    stop = threading.Event()
+    store = ctx.store
+    store.memories()  # a missing directory fails here, with the usual message
+    click.echo(f"watching {store.memory_dir} (Ctrl-C to stop)", err=True)
+    try:
+        run(store, lambda line: click.echo(line), stop)
+    except KeyboardInterrupt:
+        stop.set()

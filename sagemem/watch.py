@@ -1,0 +1,78 @@
+"""Watching a memory directory: report health problems as they appear and clear, and keep
+the search cache current.
+
+File events (from `watchdog`) are gathered for a short quiet spell before anything is read,
+so an editor's burst (write a temp file, rename it over the memory) is handled once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+from .health import Finding
+from .store import MemoryStore
+
+QUIET_SECONDS = 0.3
+
+
+def key(finding: Finding) -> tuple[str, str, int | None, str]:
+    return (finding.check, finding.file, finding.line, finding.message)
+
+
+def changes(before: Iterable[Finding], after: Iterable[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """The findings that appeared, and those that cleared."""
+    old = {key(f): f for f in before}
+    new = {key(f): f for f in after}
+    return [f for k, f in new.items() if k not in old], [f for k, f in old.items() if k not in new]
+
+
+def watch(store: MemoryStore, report: Callable[[str], None], stop: threading.Event) -> None:
+    """Report health changes until `stop` is set: "+ problem" when one appears, "- cleared"
+    when it goes. The first report lists what is wrong now."""
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    changed = threading.Event()
+
+    class Handler(FileSystemEventHandler):  # type: ignore[misc]
+        def on_any_event(self, event: object) -> None:
+            path = str(getattr(event, "dest_path", "") or getattr(event, "src_path", ""))
+            if "/.sagemem/" not in path.replace("\\", "/") + "/":
+                changed.set()
+
+    current = list(store.check().findings)
+    for finding in current:
+        report(_line("+", finding))
+    store.corpus()
+    observer = Observer()
+    observer.schedule(Handler(), str(store.memory_dir), recursive=True)
+    observer.start()
+    try:
+        while not stop.is_set():
+            if not changed.wait(0.2):
+                continue
+            while changed.is_set():  # wait for a quiet spell
+                changed.clear()
+                if stop.wait(QUIET_SECONDS):
+                    return
+            try:
+                fresh = list(store.check().findings)
+                store.corpus()  # keeps the search cache current
+            except Exception as exc:  # a half-written directory: report, go on watching
+                report(f"! {exc}")
+                continue
+            appeared, cleared = changes(current, fresh)
+            for finding in appeared:
+                report(_line("+", finding))
+            for finding in cleared:
+                report(_line("-", finding))
+            current = fresh
+    finally:
+        observer.stop()
+        observer.join(timeout=5)
+
+
+def _line(sign: str, finding: Finding) -> str:
+    where = f"{finding.file}:{finding.line}" if finding.line else finding.file
+    return f"{sign} {finding.check}: {where}: {finding.message}"
