@@ -85,6 +85,7 @@ def handle(
             return _file_tool(harness, fired, data, location.memory_dir, location.state_dir, session)
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
+            _repair_index(location.memory_dir, location.state_dir)
         else:
             query, reset = str(data.get("prompt") or ""), False
             if any(marker in query for marker in OWN_MARKERS):
@@ -105,6 +106,21 @@ def handle(
     except Exception as exc:  # fail open: whatever happened, the agent's prompt goes on untouched
         _log(state, f"{harness} {event or ''}: {type(exc).__name__}: {exc}")
         return None
+
+
+def _repair_index(memory_dir: Path, state_dir: Path) -> None:
+    """After a merge, a pull or a checkout, MEMORY.md can carry duplicate lines (git's union
+    merge) and lines of deleted memories: a session starts with them repaired (a snapshot is
+    taken first). Failing here never stops the injection."""
+    try:
+        from .store import MemoryStore
+
+        store = MemoryStore(memory_dir, state_dir)
+        report = store.check_index()
+        if report.dangling or report.duplicates:
+            store.rebuild_index()
+    except Exception as exc:  # the index is derived: a later rebuild can do it
+        _log(state_dir, f"index repair at session start failed: {type(exc).__name__}: {exc}")
 
 
 def _file_tool(

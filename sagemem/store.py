@@ -573,12 +573,15 @@ class MemoryStore:
         self._require()
         return corpus_module.load(self.memory_dir, self.state_dir)
 
-    def search(self, query: str, *, limit: int | None = None) -> retrieve.Result:
-        """Ranked snippets for `query`; no session, nothing recorded."""
+    def search(
+        self, query: str, *, limit: int | None = None, corpus: Corpus | None = None
+    ) -> retrieve.Result:
+        """Ranked snippets for `query`; no session, nothing recorded. A long-running caller
+        may pass the corpus it keeps warm."""
         settings = self.settings()
         if limit is not None:
             settings = dataclasses.replace(settings, limit=max(1, limit))
-        return retrieve.search(self.corpus(), query, settings)
+        return retrieve.search(corpus or self.corpus(), query, settings)
 
     def inject(
         self, query: str, *, session: str | None = None, reset: bool = False, task: str | None = None

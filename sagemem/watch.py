@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
+from .errors import SagememError
 from .health import Finding
 from .store import MemoryStore
 
@@ -27,27 +30,39 @@ def changes(before: Iterable[Finding], after: Iterable[Finding]) -> tuple[list[F
     return [f for k, f in new.items() if k not in old], [f for k, f in old.items() if k not in new]
 
 
-def watch(store: MemoryStore, report: Callable[[str], None], stop: threading.Event) -> None:
-    """Report health changes until `stop` is set: "+ problem" when one appears, "- cleared"
-    when it goes. The first report lists what is wrong now."""
-    from watchdog.events import FileSystemEventHandler
-    from watchdog.observers import Observer
-
-    changed = threading.Event()
+def observe(folder: Path, changed: Callable[[], None]) -> Any:
+    """Start a `watchdog` observer that calls `changed` on any change in `folder` outside the
+    `.sagemem` state and lock folders; returns it (None when watchdog is not installed)."""
+    try:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+    except ImportError:
+        return None
 
     class Handler(FileSystemEventHandler):  # type: ignore[misc]
         def on_any_event(self, event: object) -> None:
             path = str(getattr(event, "dest_path", "") or getattr(event, "src_path", ""))
             if "/.sagemem/" not in path.replace("\\", "/") + "/":
-                changed.set()
+                changed()
 
+    observer = Observer()
+    observer.daemon = True
+    observer.schedule(Handler(), str(folder), recursive=True)
+    observer.start()
+    return observer
+
+
+def watch(store: MemoryStore, report: Callable[[str], None], stop: threading.Event) -> None:
+    """Report health changes until `stop` is set: "+ problem" when one appears, "- cleared"
+    when it goes. The first report lists what is wrong now."""
+    changed = threading.Event()
     current = list(store.check().findings)
     for finding in current:
         report(_line("+", finding))
     store.corpus()
-    observer = Observer()
-    observer.schedule(Handler(), str(store.memory_dir), recursive=True)
-    observer.start()
+    observer = observe(store.memory_dir, changed.set)
+    if observer is None:
+        raise SagememError("watching needs the watchdog package: pip install watchdog")
     try:
         while not stop.is_set():
             if not changed.wait(0.2):

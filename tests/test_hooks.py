@@ -285,3 +285,21 @@ def test_guard_ignores_files_that_are_not_memories(project: Path) -> None:
         project / "README.md",
     ]:
         assert tool(project, "PreToolUse", "Write", path, content="x") == ""
+
+
+def test_session_start_repairs_an_index_a_merge_left_behind(project: Path) -> None:
+    folder = project / ".sagemem" / "memory"
+    store = MemoryStore(folder)
+    store.rebuild_index()
+    index = folder / "MEMORY.md"
+    line = next(x for x in index.read_text().splitlines() if "(project_studio_opening.md)" in x)
+    index.write_text(
+        index.read_text()
+        + line.replace("Opening", "Opening (other branch)")
+        + "\n- [Gone](gone.md) — deleted\n"
+    )
+    assert not store.check_index().ok
+    start = {"session_id": "m1", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+    hook(["claude-code"], start, project)
+    assert store.check_index().ok
+    assert store.snapshots()[-1].label == "before index --rebuild"

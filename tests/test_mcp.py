@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 mcp = pytest.importorskip("mcp")
@@ -126,8 +127,18 @@ async def test_edits_made_by_others_are_seen_without_a_restart(store: MemoryStor
             "---\ndescription: zeppelin hangar keys\n---\n\nThe zeppelin hangar key is at the desk.\n"
         )
         temp.rename(path)  # an editor's atomic save
-        hits = data(await client.call_tool("memory_search", {"query": "zeppelin hangar"}))
+        for _ in range(100):  # the watcher's event arrives within moments
+            hits = data(await client.call_tool("memory_search", {"query": "zeppelin hangar"}))
+            if hits:
+                break
+            await anyio.sleep(0.05)
         assert hits and hits[0]["file"] == "reference_hangar.md"
+        path.write_text(path.read_text().replace("zeppelin", "airship"))  # edited in place
+        for _ in range(100):
+            if not data(await client.call_tool("memory_search", {"query": "zeppelin hangar"})):
+                break
+            await anyio.sleep(0.05)
+        assert data(await client.call_tool("memory_search", {"query": "airship hangar"}))
 
 
 async def test_over_stdio_as_a_subprocess(store: MemoryStore) -> None:
