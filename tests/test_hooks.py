@@ -99,8 +99,9 @@ def test_session_start_gives_baseline_and_compact_resets(project: Path, harness:
         "\udcff".encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
     ],
 )
-def test_bad_or_irrelevant_input_says_nothing_and_exits_0(project: Path, stdin: str) -> None:
-    done = hook(["claude-code"], stdin, project)
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
+def test_bad_or_irrelevant_input_says_nothing_and_exits_0(project: Path, stdin: str, harness: str) -> None:
+    done = hook([harness], stdin, project)
     assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
 
 
