@@ -47,7 +47,9 @@ def observe(folder: Path, changed: Callable[[], None]) -> Any:
 
     observer = Observer()
     observer.daemon = True
-    observer.schedule(Handler(), str(folder), recursive=True)
+    # Top level only: memories live there; watching the state and lock folders inside would
+    # only add watches that come and go with their temp files.
+    observer.schedule(Handler(), str(folder), recursive=False)
     observer.start()
     return observer
 
