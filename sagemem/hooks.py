@@ -41,14 +41,17 @@ def main(argv: list[str], *, memory_dir: str | None = None, state_dir: str | Non
     """Run one hook: read stdin, write the harness's JSON (or nothing) to stdout, exit 0."""
     harness = argv[0] if argv else ""
     event = argv[1] if len(argv) > 1 else None
-    try:
-        raw = sys.stdin.read()
-    except (OSError, UnicodeDecodeError):
+    try:  # bytes, as UTF-8, whatever the locale says the console uses
+        raw = sys.stdin.buffer.read().decode("utf-8", "replace")
+    except (OSError, AttributeError, ValueError):
         raw = ""
     output = handle(harness, event, raw, memory_dir=memory_dir, state_dir=state_dir)
     if output is not None:
-        sys.stdout.write(json.dumps(output, ensure_ascii=False))
-        sys.stdout.flush()
+        try:
+            sys.stdout.buffer.write(json.dumps(output, ensure_ascii=False).encode("utf-8"))
+            sys.stdout.buffer.flush()
+        except (OSError, AttributeError, ValueError):
+            pass  # the harness closed the pipe (a timeout): nothing left to do
     return 0
 
 
@@ -135,7 +138,8 @@ def _file_tool(
     """
     tool = str(data.get("tool_name") or "")
     arguments = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
-    file = _memory_file(memory_dir, arguments.get("file_path"))
+    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
+    file = _memory_file(memory_dir, arguments.get("file_path"), cwd)
     if file is None or session is None or tool not in READ_TOOLS + WRITE_TOOLS:
         return None
     from . import guard
@@ -150,9 +154,13 @@ def _file_tool(
         current: bytes | None = read_bytes(path)
     except MemoryNotFound:
         current = None
+    written = arguments.get("content") if tool == "Write" else None
     with open_ledger(state_dir, session) as ledger:
+        # After a Write, the session has seen what it wrote only if that is what is on disk
+        # now (another writer may have saved in between).
         if fired == "PostToolUse" and current is not None:
-            ledger.reads[file] = version_of(current)
+            if written is None or current == str(written).encode("utf-8"):
+                ledger.reads[file] = version_of(current)
         seen = ledger.reads.get(file)
     if fired == "PostToolUse":
         if tool in READ_TOOLS:
@@ -189,13 +197,16 @@ def _file_tool(
     }
 
 
-def _memory_file(memory_dir: Path, raw: Any) -> str | None:
-    """The memory file name `raw` points at, if it is one (top level, a valid memory name)."""
+def _memory_file(memory_dir: Path, raw: Any, cwd: str | None) -> str | None:
+    """The memory file name `raw` points at, if it is one (top level, a valid memory name).
+    A relative path is the agent's, so it counts from the agent's working directory."""
     if not isinstance(raw, str) or not raw:
         return None
     from .names import check_name
 
     path = Path(raw)
+    if not path.is_absolute() and cwd:
+        path = Path(cwd) / path
     try:
         if path.parent.resolve() != memory_dir.resolve():
             return None

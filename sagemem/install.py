@@ -121,11 +121,19 @@ def _edit_json(path: Path, change: Any, dry_run: bool) -> tuple[list[str], str |
         raise SagememError(
             f"{path}: expected a JSON object (with `hooks`/`mcpServers` objects); nothing was changed"
         )
+    for event, groups in data.get("hooks", {}).items():
+        if not isinstance(groups, list) or not all(
+            isinstance(g, dict) and isinstance(g.get("hooks", []), list) for g in groups
+        ):
+            raise SagememError(
+                f"{path}: hooks.{event} must be a list of {{matcher, hooks: [...]}} groups;"
+                " nothing was changed"
+            )
     changes = change(data)
     backup = None
     if changes and not dry_run:
         if original is not None:
-            stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
             backup = path.with_name(f"{path.name}.sagemem-backup-{stamp}")
             backup.write_bytes(original)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,10 +145,10 @@ def _mcp(data: dict[str, Any], add: bool) -> list[str]:
     """The `sagemem` entry of `mcpServers`: added if missing, removed only if it is ours."""
     servers = data.get("mcpServers", {})
     entry = servers.get("sagemem")
-    ours = (
-        isinstance(entry, dict)
-        and entry.get("args") == ["mcp"]
-        and "sagemem" in str(entry.get("command", ""))
+    # Ours in either form `add` writes: `<.../sagemem> mcp` or `<python> -m sagemem mcp`.
+    ours = isinstance(entry, dict) and (
+        (entry.get("args") == ["mcp"] and "sagemem" in str(entry.get("command", "")))
+        or entry.get("args") == ["-m", "sagemem", "mcp"]
     )
     if add and entry is None:
         base = command_for("x", "y").removesuffix(" hook x y")
@@ -161,7 +169,7 @@ def _add(data: dict[str, Any], harness: str) -> list[str]:
     changes = []
     for event, (matcher, timeout) in TARGETS[harness][2].items():
         groups = hooks.setdefault(event, [])
-        if any(_ours(h, harness, event) for g in groups for h in g.get("hooks", [])):
+        if any(_ours(g, h, harness, event) for g in groups for h in g.get("hooks", [])):
             continue
         handler: dict[str, Any] = {
             "type": "command",
@@ -184,7 +192,7 @@ def _remove(data: dict[str, Any], harness: str) -> list[str]:
     for event in TARGETS[harness][2]:
         groups = hooks.get(event, [])
         for group in groups:
-            kept = [h for h in group.get("hooks", []) if not _ours(h, harness, event)]
+            kept = [h for h in group.get("hooks", []) if not _ours(group, h, harness, event)]
             if len(kept) != len(group.get("hooks", [])):
                 changes.append(f"removed {event} hook")
                 group["hooks"] = kept
@@ -196,6 +204,15 @@ def _remove(data: dict[str, Any], harness: str) -> list[str]:
     return changes
 
 
-def _ours(handler: Any, harness: str, event: str) -> bool:
-    command = str(handler.get("command", "")) if isinstance(handler, dict) else ""
-    return "sagemem" in command and command.endswith(f" hook {harness} {event}")
+def _ours(group: Any, handler: Any, harness: str, event: str) -> bool:
+    """A handler `add` wrote: our command line, in a group with our matcher. A user's own
+    `sagemem hook ...` line under another matcher is theirs, to keep."""
+    if not isinstance(group, dict) or not isinstance(handler, dict):
+        return False
+    command = str(handler.get("command", ""))
+    matcher = TARGETS[harness][2][event][0]
+    return (
+        group.get("matcher") == matcher
+        and "sagemem" in command
+        and command.endswith(f" hook {harness} {event}")
+    )

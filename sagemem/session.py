@@ -52,7 +52,9 @@ def open_ledger(state_dir: Path, session: str, *, reset: bool = False) -> Iterat
     """The session's ledger, locked for the block and saved after it (fresh after `reset`)."""
     path = path_for(state_dir, session)
     with exclusive(path.with_suffix(".lock"), LOCK_TIMEOUT):
-        ledger = Ledger(session) if reset else _load(path, session)
+        # A reset (compaction, /clear) starts the budget and repeats afresh; the versions the
+        # agent has read stay, so its next edit is not refused as unread.
+        ledger = Ledger(session, reads=_load(path, session).reads) if reset else _load(path, session)
         yield ledger
         fresh = not path.exists()
         write_atomic(path, (json.dumps(ledger.to_dict(), ensure_ascii=False) + "\n").encode("utf-8"))

@@ -31,8 +31,10 @@ def changes(before: Iterable[Finding], after: Iterable[Finding]) -> tuple[list[F
 
 
 def observe(folder: Path, changed: Callable[[], None]) -> Any:
-    """Start a `watchdog` observer that calls `changed` on any change in `folder` outside the
-    `.sagemem` state and lock folders; returns it (None when watchdog is not installed)."""
+    """Start a `watchdog` observer that calls `changed` on any change to a file in `folder`,
+    hidden names (the `.sagemem` state and lock folder, editors' temp files) aside; returns it
+    (None when watchdog is not installed). An editor's atomic save still counts: its rename's
+    destination is the memory."""
     try:
         from watchdog.events import FileSystemEventHandler
         from watchdog.observers import Observer
@@ -41,8 +43,12 @@ def observe(folder: Path, changed: Callable[[], None]) -> Any:
 
     class Handler(FileSystemEventHandler):  # type: ignore[misc]
         def on_any_event(self, event: object) -> None:
-            path = str(getattr(event, "dest_path", "") or getattr(event, "src_path", ""))
-            if "/.sagemem/" not in path.replace("\\", "/") + "/":
+            names = {
+                Path(str(p)).name
+                for p in (getattr(event, "src_path", ""), getattr(event, "dest_path", ""))
+                if p
+            }
+            if any(name and not name.startswith(".") for name in names):
                 changed()
 
     observer = Observer()

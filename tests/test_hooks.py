@@ -149,11 +149,30 @@ def test_sagemem_text_coming_back_as_a_prompt_is_not_a_question(project: Path) -
 def test_the_hook_path_skips_click(project: Path) -> None:
     code = (
         "import sys, io; sys.argv = ['sagemem', 'hook', 'claude-code']; sys.stdin = io.StringIO('')\n"
-        "from sagemem.cli import base\n"
-        "try:\n    base.main()\nexcept SystemExit as e:\n    print(e.code, file=sys.stderr)\n"
+        "from sagemem.__main__ import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n"
+        "    print(e.code, 'click' in sys.modules, 'sagemem.cli' in sys.modules, file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project)
-    assert done.stderr.strip() == "0"
+    assert done.stderr.strip() == "0 False False"
+
+
+def test_output_is_utf8_whatever_the_console_encoding(project: Path) -> None:
+    (project / ".sagemem" / "memory" / "project_lease_zh.md").write_text(
+        "---\ndescription: 舞蹈工作室租约 三月一日开始 月租八千元\n---\n\n"
+        "舞蹈工作室的租约三月一日开始，月租八千元。\n",
+        encoding="utf-8",
+    )
+    event = json.dumps({**CLAUDE_PROMPT, "cwd": str(project), "prompt": "舞蹈工作室租约什么时候开始？"})
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "hook", "claude-code"],
+        input=event.encode("utf-8"),
+        capture_output=True,
+        cwd=project,
+        env={**os.environ, "PYTHONIOENCODING": "ascii", "LC_ALL": "C"},
+    )
+    assert done.returncode == 0 and done.stderr == b""
+    assert "月租八千元" in json.loads(done.stdout.decode("utf-8"))["hookSpecificOutput"]["additionalContext"]
 
 
 # -- install / uninstall ---------------------------------------------------------------------------
@@ -199,15 +218,52 @@ def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: 
     assert json.loads(target.read_text()) == mine
 
 
-def test_install_refuses_a_broken_settings_file(tmp_path: Path) -> None:
+def test_install_leaves_a_users_own_sagemem_handler_alone(tmp_path: Path) -> None:
+    target = tmp_path / ".claude" / "settings.json"
+    target.parent.mkdir()
+    handler = {"type": "command", "command": "/opt/sagemem hook claude-code PreToolUse"}
+    theirs = {"matcher": "Bash", "hooks": [handler]}
+    target.write_text(json.dumps({"hooks": {"PreToolUse": [theirs]}}))
+    apply("claude-code", "project", add=True, cwd=tmp_path)
+    groups = json.loads(target.read_text())["hooks"]["PreToolUse"]
+    assert [g["matcher"] for g in groups] == ["Bash", "Write|Edit|MultiEdit"]  # the guard went in
+    apply("claude-code", "project", add=False, cwd=tmp_path)
+    assert json.loads(target.read_text()) == {"hooks": {"PreToolUse": [theirs]}}
+
+
+def test_uninstall_removes_the_python_m_form_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sagemem import install
+
+    monkeypatch.setattr(install.shutil, "which", lambda name: None)
+    monkeypatch.setattr(install.sys, "executable", str(tmp_path / "py" / "python3"))
+    apply("claude-code", "project", add=True, cwd=tmp_path)
+    server = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"]
+    assert server["args"] == ["-m", "sagemem", "mcp"]
+    changes = apply("claude-code", "project", add=False, cwd=tmp_path)["changes"]
+    assert ".mcp.json: removed MCP server sagemem" in changes
+    assert "sagemem" not in json.loads((tmp_path / ".mcp.json").read_text()).get("mcpServers", {})
+
+
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        ("{ not json", "not valid JSON"),
+        ('{"hooks": {"SessionStart": {}}}', "hooks.SessionStart must be a list"),
+        ('{"hooks": {"PreToolUse": [{"hooks": "x"}]}}', "hooks.PreToolUse must be a list"),
+    ],
+)
+def test_install_refuses_a_broken_settings_file(tmp_path: Path, text: str, rule: str) -> None:
     from sagemem.errors import SagememError
 
     target = tmp_path / ".claude" / "settings.json"
     target.parent.mkdir()
-    target.write_text("{ not json")
-    with pytest.raises(SagememError, match="not valid JSON"):
+    target.write_text(text)
+    with pytest.raises(SagememError, match=rule) as failure:
         apply("claude-code", "project", add=True, cwd=tmp_path)
-    assert target.read_text() == "{ not json"
+    assert str(target) in str(failure.value)
+    assert target.read_text() == text and sorted(p.name for p in target.parent.iterdir()) == ["settings.json"]
 
 
 def test_install_command_user_scope(tmp_path: Path) -> None:
@@ -277,6 +333,35 @@ def test_after_a_write_the_index_follows_and_the_session_may_edit_again(project:
     assert tool(project, "PostToolUse", "Write", path) == ""
     assert "(project_new.md) — written by the agent's Write tool" in (folder / "MEMORY.md").read_text()
     assert tool(project, "PreToolUse", "Edit", path, old_string="body", new_string="more") == ""
+
+
+def test_a_write_someone_else_overwrote_does_not_count_as_read(project: Path) -> None:
+    path = project / ".sagemem" / "memory" / "project_studio_opening.md"
+    path.write_text("---\ndescription: saved by someone else meanwhile\n---\n\nother\n")
+    assert tool(project, "PostToolUse", "Write", path, content="---\n---\nmine\n") == ""
+    out = json.loads(tool(project, "PreToolUse", "Edit", path, old_string="other", new_string="x"))
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_a_relative_path_counts_from_the_agents_directory(project: Path) -> None:
+    event = {
+        "session_id": "g1",
+        "cwd": str(project),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": ".sagemem/memory/user_me.md", "content": "---\n---\nnew\n"},
+    }
+    done = hook(["claude-code"], event, project.parent)  # the hook itself runs elsewhere
+    out = json.loads(done.stdout)
+    assert "was never read in this session" in out["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+def test_compaction_keeps_what_the_session_read(project: Path) -> None:
+    memory = project / ".sagemem" / "memory" / "project_studio_opening.md"
+    assert tool(project, "PostToolUse", "Read", memory) == ""
+    start = {"session_id": "g1", "cwd": str(project), "hook_event_name": "SessionStart", "source": "compact"}
+    assert hook(["claude-code"], start, project).returncode == 0
+    assert tool(project, "PreToolUse", "Edit", memory, old_string="five years", new_string="six years") == ""
 
 
 def test_guard_ignores_files_that_are_not_memories(project: Path) -> None:

@@ -118,7 +118,9 @@ async def test_every_tool_in_process(store: MemoryStore) -> None:
         assert data(await client.call_tool("memory_check", {}))["ok"] is True
 
 
-async def test_edits_made_by_others_are_seen_without_a_restart(store: MemoryStore) -> None:
+async def test_edits_made_by_others_are_seen_without_a_restart(tmp_path: Path) -> None:
+    # The project layout, where the memory folder itself sits inside `.sagemem`.
+    store = make(tmp_path / "proj" / ".sagemem" / "memory", DANCE)
     async with Client(build(store)) as client:
         assert data(await client.call_tool("memory_search", {"query": "zeppelin hangar"})) == []
         path = store.memory_dir / "reference_hangar.md"
@@ -134,11 +136,19 @@ async def test_edits_made_by_others_are_seen_without_a_restart(store: MemoryStor
             await anyio.sleep(0.05)
         assert hits and hits[0]["file"] == "reference_hangar.md"
         path.write_text(path.read_text().replace("zeppelin", "airship"))  # edited in place
-        for _ in range(100):
-            if not data(await client.call_tool("memory_search", {"query": "zeppelin hangar"})):
+
+        def described(hits: list[dict[str, Any]]) -> list[str]:
+            return [h["description"] for h in hits if h["file"] == "reference_hangar.md"]
+
+        for _ in range(100):  # "hangar" still matches; the description must be the new one
+            hits = data(await client.call_tool("memory_search", {"query": "zeppelin hangar"}))
+            if described(hits) == ["airship hangar keys"]:
                 break
             await anyio.sleep(0.05)
-        assert data(await client.call_tool("memory_search", {"query": "airship hangar"}))
+        assert described(hits) == ["airship hangar keys"]
+        assert described(data(await client.call_tool("memory_search", {"query": "airship"}))) == [
+            "airship hangar keys"
+        ]
 
 
 async def test_over_stdio_as_a_subprocess(store: MemoryStore) -> None:

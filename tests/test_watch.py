@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from sagemem import MemoryStore
 
 
@@ -41,7 +43,10 @@ def wait_for(found: queue.Queue[str], *texts: str, seconds: float = 20) -> list[
     return seen
 
 
-def test_watch_reports_problems_as_they_appear_and_clear(store: MemoryStore) -> None:
+@pytest.mark.parametrize("layout", ["mem", "proj/.sagemem/memory"])
+def test_watch_reports_problems_as_they_appear_and_clear(tmp_path: Path, layout: str) -> None:
+    store = MemoryStore(tmp_path / layout)
+    store.init()
     store.create(type="project", name="a", description="alpha")
     process = subprocess.Popen(
         [sys.executable, "-m", "sagemem", "--dir", str(store.memory_dir), "watch"],

@@ -227,9 +227,4 @@ def _line_range(spec: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    # A hook runs on every prompt: it skips click and the command modules entirely.
-    if len(sys.argv) > 1 and sys.argv[1] == "hook":
-        from ..hooks import main as hook
-
-        raise SystemExit(hook(sys.argv[2:]))
     cli(prog_name="sagemem")
