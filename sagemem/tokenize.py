@@ -28,6 +28,8 @@ _RUNS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}](?:(?:[^\W{_CJK}]|[.\-])*[^\W_{_CJK}
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
 _PARTS = re.compile(r"[^\W_]+")
 MAX_WORD_CHARS = 8
+# Stop words that still end an English compound (setup, workout, shutdown, backup, signoff).
+_PARTICLES = frozenset({"up", "out", "down", "off", "over"})
 
 STOP_EN = frozenset(
     """a about above after again against all also am an and any are aren as at be because been
@@ -103,13 +105,38 @@ def document_tokens(text: str) -> list[str]:
 
 
 def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
-    """The tokens of a query, Chinese matched against `vocabulary` (see the module docstring)."""
+    """The tokens of a query, Chinese matched against `vocabulary` (see the module docstring).
+
+    Two English words in a row that the memories write as one (`roll back` for `rollback`,
+    `set up` for `setup`, `data base`) become that one word, so the query asks for it once.
+    Of the stop words only the particles of such compounds may be the second word: `in`
+    is not one, since `feel in` would turn into the colloquial `feelin`."""
     tokens: list[str] = []
-    for piece in _RUNS.findall(normalize(text)):
+    previous: tuple[str, int, list[str]] | None = None  # a plain word, where it ended, its tokens
+    folded = normalize(text)
+    for run in _RUNS.finditer(folded):
+        piece = run.group()
         if _CJK_RUN.fullmatch(piece):
             tokens += _match_known(piece, vocabulary)
-        else:
-            tokens += latin_tokens(piece)
+            previous = None
+            continue
+        own = latin_tokens(piece)
+        plain = piece.isalpha()
+        if (
+            plain
+            and previous
+            and previous[2]
+            and (own or piece in _PARTICLES)
+            and not folded[previous[1] : run.start()].strip()
+        ):
+            joined = stem(previous[0] + piece)
+            if joined in vocabulary and len(previous[0] + piece) > 4:
+                del tokens[len(tokens) - len(previous[2]) :]
+                tokens.append(joined)
+                previous = None
+                continue
+        tokens += own
+        previous = (piece, run.end(), own) if plain else None
     return tokens
 
 

@@ -184,3 +184,12 @@ def test_a_memory_with_no_body_points_at_its_frontmatter(tmp_path: Path) -> None
     injection = store.inject("bare zeppelin memory")
     assert injection.snippets[0].start == 1 and injection.snippets[0].end == 3
     assert "### project_bare.md:1-3" in injection.text and "bare zeppelin memory" in injection.text
+
+
+def test_two_words_find_the_memory_that_writes_them_as_one(tmp_path: Path) -> None:
+    demo = Path(__file__).parent.parent / "fixtures" / "demo"
+    shutil.copytree(demo, tmp_path / "demo")
+    store = MemoryStore(tmp_path / "demo", tmp_path / "state")
+    found = store.search("how do I roll back production after a bad deploy?").hits
+    assert found and found[0].file == "project_deploy_flow.md"
+    assert any(hit.start <= 22 <= hit.end for hit in found if hit.file == "project_deploy_flow.md")

@@ -47,3 +47,14 @@ def test_mixed_language_text() -> None:
 
 def test_full_width_and_case_are_normalised() -> None:
     assert document_tokens("ＡＰＩ Gateway") == ["api", "gateway"]
+
+
+def test_two_query_words_the_memories_write_as_one_become_that_word() -> None:
+    vocabulary = set(document_tokens("The rollback target, the dev setup; the workout, feelin' fine."))
+    assert query_tokens("how do I roll back production", vocabulary) == ["rollback", "production"]
+    assert query_tokens("set up the dev box, then work out", vocabulary) == ["setup", "dev", "box", "workout"]
+    assert query_tokens("what do they feel in the store", vocabulary) == ["feel", "stor"]
+    assert query_tokens("roll back", set()) == ["roll", "back"]  # unknown compound: words stay
+    assert query_tokens("roll, back", vocabulary) == ["roll", "back"]  # not adjacent
+    # A stop word never starts a compound ("for me" is not "forme").
+    assert query_tokens("push it for me", set(document_tokens("forme"))) == ["push"]
