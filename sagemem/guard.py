@@ -140,10 +140,7 @@ def guarded_write(
     raised; nothing on disk changes. Identical bytes are not rewritten.
     """
     with file_lock(path):
-        try:
-            current: bytes | None = read_bytes(path)
-        except MemoryNotFound:
-            current = None
+        current = on_disk(path)
         actual = None if current is None else version_of(current)
         if actual != expected:
             raise _refuse(path.name, expected, actual, current, data, state_dir, writer, reason)
@@ -159,14 +156,19 @@ def guarded_write(
     return version_of(data)
 
 
+def on_disk(path: Path) -> bytes | None:
+    """The memory's bytes, or None when there is none at `path`."""
+    try:
+        return read_bytes(path)
+    except MemoryNotFound:
+        return None
+
+
 def record_refusal(
     path: Path, expected: str | None, proposed: bytes | None, state_dir: Path, writer: str, reason: str
 ) -> VersionConflict:
     """Record a write refused elsewhere (a harness's file tool) in the same conflict queue."""
-    try:
-        disk: bytes | None = read_bytes(path)
-    except MemoryNotFound:
-        disk = None
+    disk = on_disk(path)
     actual = None if disk is None else version_of(disk)
     return _refuse(path.name, expected, actual, disk, proposed, state_dir, writer, reason)
 
@@ -174,10 +176,7 @@ def record_refusal(
 def refuse_if_changed(path: Path, expected: str | None, state_dir: Path, writer: str, reason: str) -> None:
     """Record and raise a conflict without proposed content if `path` is no longer `expected`
     (for a change that could not even be computed on what is on disk now)."""
-    try:
-        disk: bytes | None = read_bytes(path)
-    except MemoryNotFound:
-        disk = None
+    disk = on_disk(path)
     actual = None if disk is None else version_of(disk)
     if actual != expected:
         raise _refuse(path.name, expected, actual, disk, None, state_dir, writer, reason)

@@ -144,16 +144,11 @@ def _file_tool(
         return None
     from . import guard
     from . import ledger as access
-    from .errors import MemoryNotFound
-    from .files import read_bytes
     from .memory import version_of
     from .session import open_ledger
 
     path = memory_dir / file
-    try:
-        current: bytes | None = read_bytes(path)
-    except MemoryNotFound:
-        current = None
+    current = guard.on_disk(path)
     written = arguments.get("content") if tool == "Write" else None
     with open_ledger(state_dir, session) as ledger:
         # After a Write, the session has seen what it wrote only if that is what is on disk

@@ -122,3 +122,44 @@ def test_a_claude_code_memory_directory_works_as_it_is(tmp_path: Path) -> None:
     report = store.check()
     assert report.ok, [f.to_dict() for f in report.findings]
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing converted
+
+
+def test_union_merge_then_rebuild(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    store = MemoryStore(repo / ".sagemem" / "memory")
+    store.init(git=True)
+    git(repo, "init", "-q", "-b", "main")
+    base = store.create(type="project", name="base", description="the base memory")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+
+    git(repo, "checkout", "-qb", "side")
+    store.create(type="project", name="side", description="added on a branch")
+    store.update(base.file, expected_version=base.version, description="base, edited on side")
+    git(repo, "commit", "-qam", "side edits")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "side adds")
+
+    git(repo, "checkout", "-q", "main")
+    store.create(type="user", name="main", description="added on main")
+    store.update(base.file, expected_version=base.version, description="base, edited on main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "main edits")
+
+    # The memory file itself conflicts (both sides edited it): keep main's, as a person would.
+    merge = git(repo, "merge", "side", check=False)
+    assert "CONFLICT (content): Merge conflict in .sagemem/memory/project_base.md" in merge.stdout
+    git(repo, "checkout", "--ours", ".sagemem/memory/project_base.md")
+    index_text = (store.memory_dir / "MEMORY.md").read_text()
+    assert "<<<<<<<" not in index_text  # union merge took both sides' lines
+    assert index_text.count("(project_base.md)") == 2
+
+    report = store.check_index()
+    assert [e.target for e in report.duplicates] == ["project_base.md"]
+    assert store.rebuild_index() is True
+    assert store.check_index().ok
+    text = (store.memory_dir / "MEMORY.md").read_text()
+    assert text.count("(project_base.md)") == 1
+    assert "(project_side.md)" in text and "(user_main.md)" in text
+    assert "base, edited on main" in text
+    assert store.rebuild_index() is False

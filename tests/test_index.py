@@ -1,11 +1,7 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,69 +155,6 @@ def test_entries_line_numbers() -> None:
         (3, "a.md"),
         (5, "b.md"),
     ]
-
-
-# -- real git: MEMORY.md merge=union ----------------------------------------------------------
-
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@e",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@e",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-}
-
-
-def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
-    )
-    assert done.returncode == 0 or not check, done.stderr
-    return done
-
-
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_union_merge_then_rebuild(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    store = MemoryStore(repo / ".sagemem" / "memory")
-    store.init(git=True)
-    git(repo, "init", "-q", "-b", "main")
-    base = store.create(type="project", name="base", description="the base memory")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-
-    git(repo, "checkout", "-qb", "side")
-    store.create(type="project", name="side", description="added on a branch")
-    store.update(base.file, expected_version=base.version, description="base, edited on side")
-    git(repo, "commit", "-qam", "side edits")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "side adds")
-
-    git(repo, "checkout", "-q", "main")
-    store.create(type="user", name="main", description="added on main")
-    store.update(base.file, expected_version=base.version, description="base, edited on main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "main edits")
-
-    # The memory file itself conflicts (both sides edited it): keep main's, as a person would.
-    merge = git(repo, "merge", "side", check=False)
-    assert "CONFLICT (content): Merge conflict in .sagemem/memory/project_base.md" in merge.stdout
-    git(repo, "checkout", "--ours", ".sagemem/memory/project_base.md")
-    index_text = (store.memory_dir / "MEMORY.md").read_text()
-    assert "<<<<<<<" not in index_text  # union merge took both sides' lines
-    assert index_text.count("(project_base.md)") == 2
-
-    report = store.check_index()
-    assert [e.target for e in report.duplicates] == ["project_base.md"]
-    assert store.rebuild_index() is True
-    assert store.check_index().ok
-    text = (store.memory_dir / "MEMORY.md").read_text()
-    assert text.count("(project_base.md)") == 1
-    assert "(project_side.md)" in text and "(user_main.md)" in text
-    assert "base, edited on main" in text
-    assert store.rebuild_index() is False
 
 
 def test_rebuild_only_rewrites_when_bytes_change(store: MemoryStore) -> None:
