@@ -13,29 +13,21 @@ import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 K1 = 1.2
 B = 0.75
 
 
 @dataclass(frozen=True)
-class Match:
-    """How one document matches a query: its BM25 score, the idf mass of the query terms it
-    holds, and how many of them it holds."""
-
-    score: float
-    mass: float
-    terms: int
-
-
-@dataclass(frozen=True)
 class Index:
-    """Per term, its postings as packed (document id, term frequency) pairs; per document, its
-    length in tokens. Document ids are positions in the caller's own list of documents."""
+    """Per term, its postings as packed (document id, term frequency) pairs; per document id,
+    its length in tokens. `count` and `total` are the number of documents and their summed
+    length: an id may be unused (a cache reuses ids), so neither is read off `lengths`."""
 
     postings: Mapping[str, bytes]
     lengths: Sequence[int]
+    count: int
+    total: int
 
     @classmethod
     def build(cls, documents: Iterable[Mapping[str, int]]) -> Index:
@@ -45,15 +37,12 @@ class Index:
             lengths.append(sum(tf.values()))
             for term, count in tf.items():
                 lists.setdefault(term, array("I")).extend((doc, count))
-        return cls({term: pairs.tobytes() for term, pairs in sorted(lists.items())}, lengths)
+        postings = {term: pairs.tobytes() for term, pairs in sorted(lists.items())}
+        return cls(postings, lengths, len(lengths), sum(lengths))
 
     @property
-    def count(self) -> int:
-        return len(self.lengths)
-
-    @cached_property
     def mean_length(self) -> float:
-        return sum(self.lengths) / len(self.lengths) if self.lengths else 0.0
+        return self.total / self.count if self.count else 0.0
 
     def df(self, term: str) -> int:
         return len(self.postings.get(term, b"")) // (2 * array("I").itemsize)
@@ -67,8 +56,14 @@ class Index:
         """Each (deduplicated) query term's idf, computed once per query."""
         return {term: self.idf(term) for term in dict.fromkeys(query)}
 
-    def match(self, weights: Mapping[str, float]) -> dict[int, Match]:
-        """Every document holding at least one query term, with its score and idf mass."""
+    def scores(self, weights: Mapping[str, float]) -> dict[int, list[float]]:
+        """Every document holding at least one query term, as [BM25 score, idf mass of the
+        query terms it holds, how many it holds]. Bare lists, not objects: tens of thousands
+        of paragraphs can hold a common word in a large directory.
+
+        The idf mass over the query's whole mass is a document's coverage, in [0, 1]: unlike
+        a raw BM25 score it is on the query's own scale, so one threshold works for short and
+        long queries and for small and large directories."""
         acc: dict[int, list[float]] = {}
         mean = self.mean_length or 1.0
         lengths = self.lengths
@@ -88,14 +83,4 @@ class Index:
                     found[0] += value
                     found[1] += idf
                     found[2] += 1
-        return {doc: Match(s, m, int(n)) for doc, (s, m, n) in acc.items()}
-
-
-def coverage(match: Match, weights: Mapping[str, float]) -> float:
-    """The share of the query's idf mass that a document holds, in [0, 1].
-
-    Unlike a raw BM25 score this is on the query's own scale, so one threshold works for
-    short and long queries and for small and large directories.
-    """
-    mass = sum(weights.values())
-    return match.mass / mass if mass else 0.0
+        return acc

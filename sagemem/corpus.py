@@ -1,52 +1,37 @@
-"""The searchable form of a memory directory, cached in the state dir.
+"""The searchable form of a memory directory.
 
 Per memory: the tokens of its description fields (stage 1 of retrieval) and of each body
-paragraph with its 1-based line range (stage 2), gathered into two inverted indexes.
-Building them means parsing YAML and, for Chinese, loading jieba, so two cache files keep
-the work between calls:
-
-* `<state>/cache/index`: the inverted indexes and every file's stat. When no memory's stat
-  (mtime, size, inode, ctime) changed, this one read is all a call needs.
-* `<state>/cache/tokens`: each file's tokens. When some files changed, only those are read
-  again, and a file whose stat changed but whose bytes hash the same is not re-tokenised;
-  the indexes are then rebuilt from the tokens.
-
-A cache that is missing, damaged (each file carries a checksum) or of another format is
-ignored and rebuilt, never trusted; results are the same with and without it. Cache writes
-are atomic, so two processes refreshing it at once each leave a whole file. Where the state
-dir cannot be written (a sandbox), the cache goes to the user's cache directory instead.
+paragraph with its 1-based line range (stage 2), gathered into two inverted indexes. They
+are kept in the cache (`cache.py`), which re-reads only files that changed; `Corpus` is the
+read side, fetching postings term by term and entries only when they become results.
 """
 
 from __future__ import annotations
 
-import hashlib
 import marshal
-import os
 import re
-from array import array
+import sqlite3
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import cache
 from .bm25 import Index
-from .config import user_cache_dir
+from .cache import Progress
 from .errors import SagememError
-from .files import read_bytes, write_atomic
-from .names import check_name, is_reserved, name_key
+from .names import name_key
 from .text import split_lines
 from .tokenize import document_tokens
 
 if TYPE_CHECKING:
     from .memory import Memory
 
-FORMAT = 2
 # Stage-1 fields and their weights, applied by repeating the field's tokens.
 FIELD_WEIGHTS = (("description", 3), ("name", 2), ("aliases", 2), ("tags", 1), ("file", 1))
 _HEADING = re.compile(r"^#{1,6}\s")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-Stamp = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -83,30 +68,104 @@ class Tokens:
     paragraphs: tuple[Mapping[str, int], ...]
 
 
-@dataclass(frozen=True)
 class Corpus:
-    """Every memory's entry in name order, an index over their description fields (document
-    id = entry position) and one over all their paragraphs (`owners[id]` = (entry position,
-    paragraph position))."""
+    """A memory directory as retrieval sees it, read from the index on demand.
 
-    entries: tuple[Entry, ...]
-    descriptions: Index
-    paragraphs: Index
-    owners: tuple[tuple[int, int], ...]
+    `descriptions` indexes every memory's description fields (document id = the memory's
+    `doc`), `paragraphs` every body paragraph (`owners[id]` = the memory's doc, `starts[id]`
+    and `ends[id]` = its lines). Entries are decoded only when asked for.
+    """
+
+    def __init__(self, snapshot: cache.Snapshot) -> None:
+        self._conn = conn = snapshot.conn
+        meta, arrays = snapshot.meta, snapshot.arrays
+        self._terms = _Terms(conn)
+        self._entries: dict[int, Entry] = {}
+        self.count: int = meta.get("descriptions_count", 0)
+        self.descriptions = Index(
+            _Postings(self._terms, 0),
+            arrays["description_lengths"],
+            self.count,
+            meta.get("descriptions_total", 0),
+        )
+        self.paragraphs = Index(
+            _Postings(self._terms, 1),
+            arrays["paragraph_lengths"],
+            meta.get("paragraphs_count", 0),
+            meta.get("paragraphs_total", 0),
+        )
+        self.owners = arrays["paragraph_owners"]
+        self.starts = arrays["paragraph_starts"]
+        self.ends = arrays["paragraph_ends"]
+
+    def close(self) -> None:
+        self._conn.close()
 
     @property
-    def vocabulary(self) -> _Vocabulary:
-        return _Vocabulary(self.descriptions.postings, self.paragraphs.postings)
+    def vocabulary(self) -> _Postings:
+        """Every indexed term (a container: `term in corpus.vocabulary`)."""
+        return self.descriptions.postings  # type: ignore[return-value]
+
+    def entry(self, doc: int) -> Entry:
+        found = self._entries.get(doc)
+        if found is None:
+            row = self._conn.execute("SELECT entry FROM files WHERE doc = ?", (doc,)).fetchone()
+            if row is None or row[0] is None:
+                raise cache.CacheDamaged(f"no entry for document {doc}")
+            found = self._entries[doc] = _entry(marshal.loads(row[0]))
+        return found
+
+    def entries(self) -> list[Entry]:
+        """Every memory, in name order."""
+        rows = self._conn.execute("SELECT entry FROM files WHERE entry IS NOT NULL")
+        return sorted((_entry(marshal.loads(e)) for (e,) in rows), key=lambda e: (name_key(e.file), e.file))
+
+    def baseline(self) -> list[Entry]:
+        rows = self._conn.execute("SELECT entry FROM files WHERE baseline AND entry IS NOT NULL")
+        return [_entry(marshal.loads(e)) for (e,) in rows]
 
 
-class _Vocabulary:
-    """Every indexed term, without building a set on each call."""
+class _Terms:
+    """The terms table, read row by row and kept: a query asks for each of its terms twice."""
 
-    def __init__(self, *postings: Mapping[str, bytes]) -> None:
-        self._postings = postings
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._rows: dict[str, tuple[bytes | None, bytes | None]] = {}
+
+    def row(self, term: str) -> tuple[bytes | None, bytes | None]:
+        found = self._rows.get(term)
+        if found is None:
+            got = self._conn.execute(
+                "SELECT descriptions, paragraphs FROM terms WHERE term = ?", (term,)
+            ).fetchone()
+            found = self._rows[term] = got or (None, None)
+        return found
+
+
+class _Postings(Mapping[str, bytes]):
+    """One column of the terms table as a read-only mapping, fetched term by term."""
+
+    def __init__(self, terms: _Terms, column: int) -> None:
+        self._terms, self._column = terms, column
+
+    def __getitem__(self, term: str) -> bytes:
+        found = self._terms.row(term)[self._column]
+        if not found:
+            raise KeyError(term)
+        return found
+
+    def get(self, term: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self._terms.row(term)[self._column] or default
 
     def __contains__(self, term: object) -> bool:
-        return any(term in p for p in self._postings)
+        """Held by either column: the vocabulary test."""
+        return isinstance(term, str) and self._terms.row(term) != (None, None)
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("the index is read term by term")
+
+    def __len__(self) -> int:
+        raise TypeError("the index is read term by term")
 
 
 def split_paragraphs(body: str, first_line: int) -> list[tuple[int, int, str]]:
@@ -179,175 +238,25 @@ def build(memory: Memory, mtime: float) -> tuple[Entry, Tokens]:
     return entry, Tokens(dict(described), tuple(counts))
 
 
-def load(memory_dir: Path, state_dir: Path, *, use_cache: bool = True) -> Corpus:
-    """The corpus of `memory_dir`, from the cache where files have not changed."""
-    folders = _cache_folders(memory_dir, state_dir) if use_cache else []
-    stamps = dict(_memory_files(memory_dir))
-    for folder in folders:
-        ready = _read_index(folder / "index", stamps)
-        if ready is not None:
-            return ready
-    known = next((found for f in folders if (found := _read_tokens(f / "tokens"))), {})
-    files: dict[str, tuple[Stamp, Entry, Tokens]] = {}
-    for name, stamp in stamps.items():
-        hit = known.get(name)
-        if hit is not None and hit[0] == stamp:
-            files[name] = hit
-            continue
-        fresh = _index_file(memory_dir / name, stamp, hit)
-        if fresh is not None:
-            files[name] = fresh
-    order = sorted(files, key=lambda n: (name_key(n), n))
-    entries = tuple(files[n][1] for n in order)
-    owners = tuple((e, p) for e, entry in enumerate(entries) for p in range(len(entry.paragraphs)))
-    corpus = Corpus(
-        entries,
-        Index.build(files[n][2].description for n in order),
-        Index.build(tf for n in order for tf in files[n][2].paragraphs),
-        owners,
-    )
-    for folder in folders:
-        if _save(folder, corpus, files, stamps):
-            break
-    return corpus
+def index_file(
+    name: str, data: bytes, mtime: float
+) -> tuple[tuple[Any, ...], tuple[dict[str, int], list[dict[str, int]]]] | None:
+    """What the cache stores for one file: its entry's fields and its tokens, or None when the
+    file is not a usable memory (`list` and `check` say why)."""
+    from .memory import parse_memory  # YAML is loaded only when a file needs indexing
 
-
-def _cache_folders(memory_dir: Path, state_dir: Path) -> list[Path]:
-    """Where the cache may live: the state dir, else the user's cache dir (keyed by memory dir)."""
-    key = hashlib.sha256(str(memory_dir.absolute()).encode("utf-8")).hexdigest()[:16]
-    return [state_dir / "cache", user_cache_dir() / key]
-
-
-def _memory_files(memory_dir: Path) -> list[tuple[str, Stamp]]:
-    if not memory_dir.is_dir():
-        raise SagememError(f"{memory_dir}: memory directory does not exist (run `sagemem init`)")
-    found = []
-    with os.scandir(memory_dir) as items:
-        for item in items:
-            name = item.name
-            if not name.lower().endswith(".md") or name.startswith(".") or is_reserved(name):
-                continue
-            if not item.is_file(follow_symlinks=False):
-                continue
-            try:
-                check_name(name)
-            except SagememError:
-                continue
-            info = item.stat(follow_symlinks=False)
-            # ctime too: an edit that keeps the size and restores the mtime (cp -p, rsync -t,
-            # tar) still changes it.
-            found.append((name, (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)))
-    return found
-
-
-def _index_file(
-    path: Path, stamp: Stamp, previous: tuple[Stamp, Entry, Tokens] | None
-) -> tuple[Stamp, Entry, Tokens] | None:
-    """A fresh (stamp, entry, tokens) for `path`, or None if it is not a usable memory (`list`
-    and `check` say why)."""
     try:
-        data = read_bytes(path)
-        mtime = stamp[0] / 1e9
-        if previous is not None and previous[1].version == hashlib.sha256(data).hexdigest():
-            return stamp, Entry(**{**previous[1].__dict__, "mtime": mtime}), previous[2]
-        from .memory import parse_memory  # YAML is loaded only when a file needs indexing
-
-        return (stamp, *build(parse_memory(path.name, data), mtime))
+        entry, tokens = build(parse_memory(name, data), mtime)
     except SagememError:
         return None
+    return _fields(entry), (dict(tokens.description), [dict(p) for p in tokens.paragraphs])
 
 
-def _read_index(path: Path, stamps: dict[str, Stamp]) -> Corpus | None:
-    data = _read(path)
-    if data is None or data.get("stamps") != {n: list(s) for n, s in stamps.items()}:
-        return None
-    try:
-        entries = tuple(_entry(fields) for fields in data["entries"])
-        described, paragraphs, owners = data["descriptions"], data["paragraphs"], array("I")
-        owners.frombytes(data["owners"])
-        it = iter(owners)
-        return Corpus(
-            entries,
-            Index(described[0], _unpack(described[1])),
-            Index(paragraphs[0], _unpack(paragraphs[1])),
-            tuple(zip(it, it, strict=True)),
-        )
-    except (KeyError, TypeError, ValueError, IndexError):
-        return None
-
-
-def _read_tokens(path: Path) -> dict[str, tuple[Stamp, Entry, Tokens]]:
-    data = _read(path)
-    if data is None:
-        return {}
-    try:
-        return {
-            name: (tuple(stamp), _entry(entry), Tokens(described, tuple(paragraphs)))  # type: ignore[misc]
-            for name, (stamp, entry, described, paragraphs) in data["files"].items()
-        }
-    except (KeyError, TypeError, ValueError):
-        return {}
-
-
-def _save(
-    folder: Path,
-    corpus: Corpus,
-    files: dict[str, tuple[Stamp, Entry, Tokens]],
-    listed: dict[str, Stamp],
-) -> bool:
-    owners = array("I", (n for pair in corpus.owners for n in pair))
-    index = {
-        # Files that are not memories (broken ones) are listed too, so they do not make every
-        # call look like a change.
-        "stamps": {n: list(s) for n, s in listed.items()},
-        "entries": [_fields(e) for e in corpus.entries],
-        "descriptions": (dict(corpus.descriptions.postings), _pack(corpus.descriptions.lengths)),
-        "paragraphs": (dict(corpus.paragraphs.postings), _pack(corpus.paragraphs.lengths)),
-        "owners": owners.tobytes(),
-    }
-    tokens = {
-        "files": {
-            n: (list(stamp), _fields(entry), dict(t.description), [dict(p) for p in t.paragraphs])
-            for n, (stamp, entry, t) in files.items()
-        }
-    }
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        _write(folder / "tokens", tokens)
-        _write(folder / "index", index)
-    except OSError:
-        return False  # an unwritable place costs speed, never results
-    return True
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        raw = path.read_bytes()
-    except OSError:
-        return None
-    digest, payload = raw[:32], raw[32:]
-    if hashlib.sha256(payload).digest() != digest:
-        return None
-    try:
-        data = marshal.loads(payload)
-    except (ValueError, EOFError, TypeError):
-        return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    payload = marshal.dumps({**data, "format": FORMAT})
-    write_atomic(path, hashlib.sha256(payload).digest() + payload)
-
-
-def _pack(numbers: Any) -> bytes:
-    return array("I", numbers).tobytes()
-
-
-def _unpack(raw: bytes) -> array[int]:
-    numbers = array("I")
-    numbers.frombytes(raw)
-    return numbers
+def load(
+    memory_dir: Path, state_dir: Path, *, use_cache: bool = True, progress: Progress | None = None
+) -> Corpus:
+    """The corpus of `memory_dir`, brought up to date (see `cache`)."""
+    return Corpus(cache.open_index(memory_dir, state_dir, index_file, use_cache=use_cache, progress=progress))
 
 
 def _fields(entry: Entry) -> tuple[object, ...]:

@@ -290,9 +290,7 @@ class _Plan:
         )
 
     def _baseline(self) -> list[render.Snippet]:
-        chosen = sorted(
-            (e for e in self.corpus.entries if e.baseline), key=lambda e: (-e.baseline_priority, e.file)
-        )
+        chosen = sorted(self.corpus.baseline(), key=lambda e: (-e.baseline_priority, e.file))
         found = [read_snippet(self.memory_dir, e, e.body_start, e.body_end) for e in chosen[:MAX_BASELINE]]
         return [s for s in found if s is not None]
 

@@ -49,6 +49,8 @@ class _Warm:
             return self.store.corpus()  # no watcher: check the files' stat on every call
         if self.stale.is_set() or self.corpus is None:
             self.stale.clear()
+            if self.corpus is not None:
+                self.corpus.close()  # ends its read snapshot of the index
             self.corpus = self.store.corpus()
         return self.corpus
 

@@ -24,9 +24,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import bm25
 from .config import Settings
-from .corpus import Corpus, Entry, Paragraph
+from .corpus import Corpus, Entry
 from .names import name_key
 from .tokenize import query_tokens
 
@@ -88,52 +87,48 @@ def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Resu
     settings = settings or Settings()
     terms = tuple(dict.fromkeys(query_tokens(query, corpus.vocabulary)))
     if not terms:
-        return Result((), (), terms, len(corpus.entries), settings.limit)
+        return Result((), (), terms, corpus.count, settings.limit)
     described = corpus.descriptions.weights(terms)
     weights = corpus.paragraphs.weights(terms)
-    found: dict[int, list[tuple[Paragraph, bm25.Match, int]]] = {}
-    for pid, match in corpus.paragraphs.match(weights).items():
-        owner, position = corpus.owners[pid]
-        found.setdefault(owner, []).append((corpus.entries[owner].paragraphs[position], match, pid))
-    for matches in found.values():
-        matches.sort(key=lambda pm: (-pm[1].score, pm[0].start))
+    described_mass, mass = sum(described.values()), sum(weights.values())
 
     # Stage 1: memories whose description fields cover enough of the query.
     admitted = []
-    for position, match in corpus.descriptions.match(described).items():
-        share = bm25.coverage(match, described)
+    for doc, (score, held, _) in corpus.descriptions.scores(described).items():
+        share = held / described_mass if described_mass else 0.0
         if share >= settings.gate:
-            admitted.append((match.score, share, position))
-    admitted.sort(key=lambda a: (-a[0], name_key(corpus.entries[a[2]].file), corpus.entries[a[2]].file))
+            admitted.append((score, share, doc))
+    admitted.sort(key=lambda a: -a[0])
+    if len(admitted) > settings.candidates:  # names break ties, so keep every tie at the edge
+        edge = admitted[settings.candidates - 1][0]
+        admitted = [a for a in admitted if a[0] >= edge]
+    admitted.sort(key=lambda a: (-a[0], *_file_key(corpus.entry(a[2]))))
+    chosen = {doc: share for _, share, doc in admitted[: settings.candidates]}
+
+    # Stage 2: the paragraphs of the chosen memories, and of all others behind a stricter
+    # gate (two shared terms when the query has two).
+    fallback = len("".join(query.split())) >= settings.min_query_chars
+    least = min(2, len(terms))
+    found: dict[int, list[tuple[float, int, int, float]]] = {}
+    for pid, (score, held, count) in corpus.paragraphs.scores(weights).items():
+        owner = corpus.owners[pid]
+        cover = held / mass if mass else 0.0
+        if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
+            found.setdefault(owner, []).append((score, corpus.starts[pid], corpus.ends[pid], cover))
     ranked: list[list[Hit]] = []
-    for _, share, position in admitted[: settings.candidates]:
-        entry = corpus.entries[position]
-        if found.get(position):
-            ranked.append(
-                [
-                    Hit(entry.file, p.start, p.end, share + bm25.coverage(m, weights), "description", entry)
-                    for p, m, _ in found[position]
-                ]
-            )
+    for doc, share in chosen.items():
+        entry = corpus.entry(doc)
+        if found.get(doc):
+            matches = sorted(found[doc], key=lambda m: (-m[0], m[1]))
+            ranked.append([Hit(entry.file, s, e, share + c, "description", entry) for _, s, e, c in matches])
         else:
             end = min(entry.body_end, entry.body_start + OPENING_LINES - 1)
             ranked.append([Hit(entry.file, entry.body_start, end, share, "opening", entry)])
-
-    # The paragraphs of all other memories, behind a stricter gate.
-    if len("".join(query.split())) >= settings.min_query_chars:
-        chosen = {position for _, _, position in admitted[: settings.candidates]}
-        for position, matches in sorted(found.items()):
-            if position in chosen:
-                continue
-            entry = corpus.entries[position]
-            hits = [
-                Hit(entry.file, p.start, p.end, cover, "body", entry)
-                for p, m, _ in matches
-                if (cover := bm25.coverage(m, weights)) >= settings.body_gate
-                and m.terms >= min(2, len(terms))
-            ]
-            if hits:
-                ranked.append(hits)
+    for doc, matches in found.items():
+        if doc not in chosen:
+            entry = corpus.entry(doc)
+            matches.sort(key=lambda m: (-m[0], m[1]))
+            ranked.append([Hit(entry.file, s, e, c, "body", entry) for _, s, e, c in matches])
 
     firsts = sorted((hits[0] for hits in ranked), key=_order)
     best = firsts[0].score if firsts else 0.0
@@ -150,7 +145,11 @@ def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Resu
         key=_order,
     )
     below = [h for h in firsts if h.score < settings.cut * best]
-    return Result(tuple(passing + spares), tuple(below), terms, len(corpus.entries), settings.limit)
+    return Result(tuple(passing + spares), tuple(below), terms, corpus.count, settings.limit)
+
+
+def _file_key(entry: Entry) -> tuple[str, str]:
+    return name_key(entry.file), entry.file
 
 
 def _order(hit: Hit) -> tuple[float, str, str, int]:

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
-from sagemem.config import Settings
-from sagemem.corpus import load, split_paragraphs
-from sagemem.retrieve import search
+from sagemem.corpus import split_paragraphs
 
 from .memories import DANCE, make
 
@@ -113,49 +111,6 @@ def test_paragraph_split() -> None:
         (11, 17, "## Part\n```sh\nmake a\n\nmake b\n```\ntail"),
         (20, 20, "last"),
     ]
-
-
-def test_results_are_the_same_with_and_without_the_cache(dance: MemoryStore) -> None:
-    queries = ["studio lease rent", "周一 舞蹈课", "judges points routine", "the kerfuffle"]
-    settings = Settings()
-    cold = [search(load(dance.memory_dir, dance.state_dir, use_cache=False), q, settings) for q in queries]
-    load(dance.memory_dir, dance.state_dir)  # writes the cache
-    warm = [search(load(dance.memory_dir, dance.state_dir), q, settings) for q in queries]
-    assert cold == warm
-    assert (dance.state_dir / "cache" / "index").is_file()
-
-
-def test_cache_follows_edits_creates_deletes_renames_and_touches(dance: MemoryStore) -> None:
-    def found(query: str) -> list[str]:
-        return [h.file for h in search(load(dance.memory_dir, dance.state_dir), query).hits]
-
-    assert found("kerfuffle trophy") == ["reference_competition_rules.md"]
-    path = dance.memory_dir / "reference_competition_rules.md"
-    path.write_text(path.read_text().replace("kerfuffle", "brouhaha"))  # edit
-    assert found("kerfuffle trophy") == [] and found("brouhaha trophy") == ["reference_competition_rules.md"]
-    os.rename(path, dance.memory_dir / "reference_rules.md")  # rename
-    assert found("brouhaha trophy") == ["reference_rules.md"]
-    (dance.memory_dir / "project_new.md").write_text(
-        "---\ndescription: zither lessons\n---\n\nzither\n"
-    )  # create
-    assert found("zither lessons") == ["project_new.md"]
-    (dance.memory_dir / "project_new.md").unlink()  # delete
-    assert found("zither lessons") == []
-    index = dance.state_dir / "cache" / "index"
-    before = index.stat().st_mtime_ns
-    os.utime(dance.memory_dir / "reference_rules.md")  # touch without change: re-read, not re-tokenised
-    assert found("brouhaha trophy") == ["reference_rules.md"]
-    assert index.stat().st_mtime_ns != before
-
-
-@pytest.mark.parametrize("damage", [b"", b"garbage", b"x" * 40])
-def test_a_damaged_cache_is_rebuilt_not_trusted(dance: MemoryStore, damage: bytes) -> None:
-    expected = dance.search("studio lease rent")
-    for name in ("index", "tokens"):
-        (dance.state_dir / "cache" / name).write_bytes(damage)
-    assert dance.search("studio lease rent") == expected
-    shutil.rmtree(dance.state_dir / "cache")
-    assert dance.search("studio lease rent") == expected
 
 
 def test_the_gate_keeps_out_messages_that_share_a_word(

@@ -1,0 +1,457 @@
+"""The persisted search index of a memory directory: `<state>/cache/index.sqlite`.
+
+SQLite, from the standard library, because it gives what a cache on the hot path needs:
+
+* **Incremental.** Each file's row keeps its stat, its version and its tokens. A call lists
+  the directory (names and stat only, never contents) and compares a digest of the listing
+  with the one stored: when nothing changed, nothing else is read. When some files changed,
+  only those are read; a file whose stat changed but whose bytes hash the same (`touch`) is
+  not re-tokenised; and only the postings of the terms those files hold are rewritten.
+* **Read only what a query needs.** Postings are one packed blob per term, fetched for the
+  query's terms alone, and an entry is decoded only when it becomes a result, so a warm call
+  costs about the same at 1,000 memories as at 50,000, apart from listing the directory.
+* **Safe under concurrency.** Files are tokenised outside any lock; the changes are then
+  applied in one `BEGIN IMMEDIATE` transaction, which re-checks every row against what the
+  process saw, so two processes refreshing at once neither corrupt the index nor undo each
+  other. A large build commits in batches, so an interrupted build keeps its progress.
+* **Never trusted blindly.** A file SQLite reports damaged, or written by another format,
+  is deleted and rebuilt (it is derived data). An unwritable place (a sandbox) moves the
+  cache to the user's cache directory, and failing that to memory: slower, same results.
+
+Document ids: a memory keeps its description id (`files.doc`) while it lives; paragraph ids
+are reused from freed ones. BM25 depends on ids only through the statistics kept beside them
+(`count`, `total`), so results are the same with and without the cache, fresh or updated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import marshal
+import os
+import sqlite3
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import user_cache_dir
+from .errors import SagememError
+from .files import read_bytes
+from .names import check_name, is_reserved
+
+FORMAT = 3
+DB_NAME = "index.sqlite"
+DEAD = 0xFFFFFFFF  # a free paragraph id
+BATCH = 500  # files tokenised per transaction
+BUSY_MS = 20_000
+ARRAYS = (
+    "description_lengths",
+    "paragraph_lengths",
+    "paragraph_owners",
+    "paragraph_starts",
+    "paragraph_ends",
+)
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS files(
+    doc INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    stamp TEXT NOT NULL,
+    version TEXT,
+    baseline INTEGER NOT NULL DEFAULT 0,
+    entry BLOB,
+    tokens BLOB
+);
+CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, descriptions BLOB, paragraphs BLOB) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS arrays(name TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
+"""
+
+Progress = Callable[[int, int], None]
+# What reading one file gives: (entry fields, tokens) for a memory, or None for a file that is
+# not one (`check` says why); tokens are (description tf, [paragraph tf, ...]).
+Indexed = Callable[
+    [str, bytes, float], "tuple[tuple[Any, ...], tuple[dict[str, int], list[dict[str, int]]]] | None"
+]
+
+
+class CacheDamaged(Exception):
+    """The index holds something no sagemem wrote: discard it and build again."""
+
+
+@dataclass(frozen=True)
+class _Fresh:
+    """One changed file as read: its new stat, and either new tokens, the same bytes as
+    before (`same`: only the stat and mtime change), or nothing usable (entry None)."""
+
+    stamp: str
+    version: str | None
+    entry: tuple[Any, ...] | None
+    tokens: tuple[dict[str, int], list[dict[str, int]]] | None
+    same: bool = False
+
+
+def listing(memory_dir: Path) -> dict[str, str]:
+    """Every candidate memory file with its stat stamp: what a call reads when nothing changed."""
+    if not memory_dir.is_dir():
+        raise SagememError(f"{memory_dir}: memory directory does not exist (run `sagemem init`)")
+    found = {}
+    with os.scandir(memory_dir) as items:
+        for item in items:
+            name = item.name
+            if not name.lower().endswith(".md") or name.startswith(".") or is_reserved(name):
+                continue
+            if not item.is_file(follow_symlinks=False):
+                continue
+            try:
+                check_name(name)
+            except SagememError:
+                continue
+            info = item.stat(follow_symlinks=False)
+            # ctime too: an edit that keeps the size and restores the mtime (cp -p, rsync -t,
+            # tar) still changes it.
+            found[name] = f"{info.st_mtime_ns} {info.st_size} {info.st_ino} {info.st_ctime_ns}"
+    return found
+
+
+def open_index(
+    memory_dir: Path,
+    state_dir: Path,
+    index_file: Indexed,
+    *,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+) -> Snapshot:
+    """The index as it matches `memory_dir` now: the state dir's, else the user cache dir's,
+    else one in memory."""
+    files = listing(memory_dir)
+    key = hashlib.sha256(str(memory_dir.absolute()).encode("utf-8")).hexdigest()[:16]
+    places: list[Path | None] = [state_dir / "cache", user_cache_dir() / key] if use_cache else []
+    for place in [*places, None]:
+        for attempt in (1, 2):
+            conn = None
+            try:
+                conn = _connect(place)
+                refresh(conn, memory_dir, files, index_file, progress)
+                return _snapshot(conn)
+            except (OSError, sqlite3.DatabaseError, CacheDamaged, ValueError, EOFError, TypeError) as exc:
+                if conn is not None:
+                    conn.close()
+                if place is None:
+                    raise
+                # Unwritable, full or busy: try the next place. Anything else is damage.
+                if isinstance(exc, (OSError, sqlite3.OperationalError)) or attempt == 2:
+                    break
+                _remove(place)
+    raise AssertionError("unreachable")  # the in-memory place either returns or raises
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An open read transaction on the index, with what every query needs already loaded:
+    the statistics and the per-id arrays. Postings and entries are read through `conn`, so
+    they come from the same committed state however many processes write meanwhile."""
+
+    conn: sqlite3.Connection
+    meta: dict[str, Any]
+    arrays: dict[str, array[int]]
+
+
+def _snapshot(conn: sqlite3.Connection) -> Snapshot:
+    conn.execute("BEGIN")
+    meta = _meta(conn)
+    arrays = load_arrays(conn)
+    docs = len(arrays["description_lengths"])
+    (top,) = conn.execute("SELECT COALESCE(MAX(doc), -1) FROM files").fetchone()
+    if top >= docs or sum(arrays["description_lengths"]) != meta.get("descriptions_total", 0):
+        raise CacheDamaged("the arrays do not match the files")
+    if sum(arrays["paragraph_lengths"]) != meta.get("paragraphs_total", 0):
+        raise CacheDamaged("the arrays do not match the statistics")
+    return Snapshot(conn, meta, arrays)
+
+
+def _connect(place: Path | None) -> sqlite3.Connection:
+    if place is None:
+        conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    else:
+        place.mkdir(parents=True, exist_ok=True)
+        for old in ("index", "tokens"):  # the single-file caches of earlier releases
+            with contextlib.suppress(OSError):
+                (place / old).unlink()
+        conn = sqlite3.connect(
+            place / DB_NAME, timeout=BUSY_MS / 1000, check_same_thread=False, isolation_level=None
+        )
+        # WAL: a reader keeps one consistent snapshot while writers go on committing.
+        conn.execute("PRAGMA journal_mode=WAL")
+    found = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+    if found is None:
+        with _writing(conn):
+            for statement in SCHEMA.split(";"):
+                conn.execute(statement)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
+    elif _meta(conn).get("format") != FORMAT:
+        raise CacheDamaged("written by another format")
+    return conn
+
+
+def _remove(place: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            (place / (DB_NAME + suffix)).unlink()
+
+
+@contextlib.contextmanager
+def _writing(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _meta(conn: sqlite3.Connection) -> dict[str, Any]:
+    return dict(conn.execute("SELECT key, value FROM meta"))
+
+
+def digest(files: dict[str, str]) -> str:
+    text = "\n".join(f"{name}\t{stamp}" for name, stamp in sorted(files.items()))
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def refresh(
+    conn: sqlite3.Connection,
+    memory_dir: Path,
+    files: dict[str, str],
+    index_file: Indexed,
+    progress: Progress | None = None,
+) -> None:
+    """Bring the index up to date with `files` (a `listing`)."""
+    if _meta(conn).get("digest") == digest(files):
+        return
+    seen = {
+        name: (stamp, version)
+        for name, stamp, version in conn.execute("SELECT name, stamp, version FROM files")
+    }
+    todo = sorted(name for name, stamp in files.items() if seen.get(name, (None,))[0] != stamp)
+    gone = [name for name in seen if name not in files]
+    for start in range(0, max(len(todo), 1), BATCH):
+        fresh = {}
+        for name in todo[start : start + BATCH]:
+            fresh[name] = _read(memory_dir / name, files[name], seen.get(name, (None, None))[1], index_file)
+        with _writing(conn):
+            _apply(conn, fresh, gone if start == 0 else [])
+        if progress is not None:
+            progress(min(start + BATCH, len(todo)), len(todo))
+
+
+def _read(path: Path, stamp: str, version: str | None, index_file: Indexed) -> _Fresh:
+    try:
+        data = read_bytes(path)
+    except SagememError:
+        return _Fresh(stamp, None, None, None)
+    now = hashlib.sha256(data).hexdigest()
+    if now == version:
+        return _Fresh(stamp, now, None, None, same=True)
+    built = index_file(path.name, data, int(stamp.split()[0]) / 1e9)
+    if built is None:
+        return _Fresh(stamp, now, None, None)
+    return _Fresh(stamp, now, *built)
+
+
+class _Arrays:
+    """The per-id arrays, loaded and saved whole: four bytes per id."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.data = load_arrays(conn)
+        owners = self.data["paragraph_owners"]
+        self.free = [pid for pid in range(len(owners) - 1, -1, -1) if owners[pid] == DEAD]
+
+    def release(self, pid: int) -> None:
+        for name in ("paragraph_lengths", "paragraph_starts", "paragraph_ends"):
+            self.data[name][pid] = 0
+        self.data["paragraph_owners"][pid] = DEAD
+        self.free.append(pid)
+
+    def take(self, length: int, owner: int, start: int, end: int) -> int:
+        values = {
+            "paragraph_lengths": length,
+            "paragraph_owners": owner,
+            "paragraph_starts": start,
+            "paragraph_ends": end,
+        }
+        pid = self.free.pop() if self.free else len(self.data["paragraph_owners"])
+        for name, value in values.items():
+            column = self.data[name]
+            if pid == len(column):
+                column.append(value)
+            else:
+                column[pid] = value
+        return pid
+
+    def describe(self, doc: int, length: int) -> None:
+        lengths = self.data["description_lengths"]
+        if doc >= len(lengths):
+            lengths.extend([0] * (doc + 1 - len(lengths)))
+        lengths[doc] = length
+
+    def save(self, conn: sqlite3.Connection) -> None:
+        conn.executemany(
+            "INSERT OR REPLACE INTO arrays VALUES (?, ?)", [(n, a.tobytes()) for n, a in self.data.items()]
+        )
+
+
+def load_arrays(conn: sqlite3.Connection) -> dict[str, array[int]]:
+    stored = dict(conn.execute("SELECT name, data FROM arrays"))
+    found = {}
+    for name in ARRAYS:
+        numbers = array("I")
+        numbers.frombytes(stored.get(name, b""))
+        found[name] = numbers
+    if len({len(found[name]) for name in ARRAYS[1:]}) != 1:
+        raise CacheDamaged("paragraph arrays differ in length")
+    return found
+
+
+class _Changes:
+    """Postings to remove and to add, gathered per term so each term's row is written once."""
+
+    def __init__(self) -> None:
+        self.drop: dict[tuple[int, str], set[int]] = {}
+        self.add: dict[tuple[int, str], array[int]] = {}
+
+    def remove(self, column: int, tf: dict[str, int], doc: int) -> None:
+        for term in tf:
+            self.drop.setdefault((column, term), set()).add(doc)
+
+    def put(self, column: int, tf: dict[str, int], doc: int) -> None:
+        for term, count in tf.items():
+            self.add.setdefault((column, term), array("I")).extend((doc, count))
+
+    def write(self, conn: sqlite3.Connection, empty: bool) -> None:
+        terms = sorted({term for _, term in self.drop} | {term for _, term in self.add})
+        rows = []
+        for term in terms:
+            old = (
+                (None, None)
+                if empty
+                else conn.execute(
+                    "SELECT descriptions, paragraphs FROM terms WHERE term = ?", (term,)
+                ).fetchone()
+                or (None, None)
+            )
+            new = [
+                self._merge(old[column], self.drop.get((column, term)), self.add.get((column, term)))
+                for column in (0, 1)
+            ]
+            rows.append((term, *new))
+        conn.executemany("DELETE FROM terms WHERE term = ?", [(t,) for t, d, p in rows if not d and not p])
+        conn.executemany("INSERT OR REPLACE INTO terms VALUES (?, ?, ?)", [r for r in rows if r[1] or r[2]])
+
+    @staticmethod
+    def _merge(old: bytes | None, drop: set[int] | None, add: array[int] | None) -> bytes | None:
+        pairs = array("I")
+        if old:
+            pairs.frombytes(old)
+        if drop:
+            it = iter(pairs)
+            pairs = array(
+                "I", [n for doc, f in zip(it, it, strict=True) if doc not in drop for n in (doc, f)]
+            )
+        if add:
+            pairs.extend(add)
+        return pairs.tobytes() if pairs else None
+
+
+def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: list[str]) -> None:
+    """Write one batch of changes, checked against the rows as they are now (another process
+    may have written some of them since this one looked)."""
+    arrays = _Arrays(conn)
+    changes = _Changes()
+    empty = conn.execute("SELECT 1 FROM terms LIMIT 1").fetchone() is None
+
+    def release(doc: int, tokens: bytes | None) -> None:
+        if tokens is None:
+            return
+        described, paragraphs, pids = marshal.loads(tokens)
+        changes.remove(0, described, doc)
+        for tf, pid in zip(paragraphs, pids, strict=True):
+            changes.remove(1, tf, pid)
+            arrays.release(pid)
+        arrays.describe(doc, 0)
+
+    for name in gone:
+        row = conn.execute("SELECT doc, tokens FROM files WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            release(*row)
+            conn.execute("DELETE FROM files WHERE doc = ?", (row[0],))
+    for name, item in fresh.items():
+        row = conn.execute(
+            "SELECT doc, stamp, version, entry, tokens FROM files WHERE name = ?", (name,)
+        ).fetchone()
+        if row is not None and row[1] == item.stamp:
+            continue  # another process got here first
+        if item.same and row is not None and row[2] == item.version:
+            entry = None if row[3] is None else _restamp(row[3], int(item.stamp.split()[0]) / 1e9)
+            conn.execute("UPDATE files SET stamp = ?, entry = ? WHERE doc = ?", (item.stamp, entry, row[0]))
+            continue
+        if item.same:
+            continue  # the row moved on meanwhile; the next call reads the file again
+        if row is None:
+            doc = conn.execute("INSERT INTO files(name, stamp) VALUES (?, ?)", (name, item.stamp)).lastrowid
+        else:
+            doc = row[0]
+            release(doc, row[4])
+        tokens = None
+        arrays.describe(doc, 0)
+        if item.entry is not None and item.tokens is not None:
+            described, paragraphs = item.tokens
+            changes.put(0, described, doc)
+            arrays.describe(doc, sum(described.values()))
+            pids = []
+            for (start, end), tf in zip(item.entry[-1], paragraphs, strict=True):
+                pid = arrays.take(sum(tf.values()), doc, start, end)
+                changes.put(1, tf, pid)
+                pids.append(pid)
+            tokens = marshal.dumps((described, paragraphs, pids))
+        baseline = bool(item.entry and item.entry[7])
+        conn.execute(
+            "UPDATE files SET stamp = ?, version = ?, baseline = ?, entry = ?, tokens = ? WHERE doc = ?",
+            (
+                item.stamp,
+                item.version,
+                baseline,
+                None if item.entry is None else marshal.dumps(item.entry),
+                tokens,
+                doc,
+            ),
+        )
+    changes.write(conn, empty)
+    arrays.save(conn)
+    lengths = arrays.data
+    live = [
+        n
+        for n, owner in zip(lengths["paragraph_lengths"], lengths["paragraph_owners"], strict=True)
+        if owner != DEAD
+    ]
+    stamps = dict(conn.execute("SELECT name, stamp FROM files"))
+    (memories,) = conn.execute("SELECT COUNT(*) FROM files WHERE tokens IS NOT NULL").fetchone()
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+        [
+            ("digest", digest(stamps)),
+            ("descriptions_count", memories),
+            ("descriptions_total", sum(lengths["description_lengths"])),
+            ("paragraphs_count", len(live)),
+            ("paragraphs_total", sum(live)),
+        ],
+    )
+
+
+def _restamp(entry: bytes, mtime: float) -> bytes:
+    """An entry blob with a new mtime (field 6): the bytes are unchanged, the stat is not."""
+    fields = list(marshal.loads(entry))
+    fields[6] = mtime
+    return marshal.dumps(tuple(fields))

@@ -1,0 +1,273 @@
+"""The persisted index (`cache.py`): incremental, identical to a fresh build, safe when damaged,
+unwritable or shared by concurrent processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sagemem import MemoryStore, cache
+from sagemem.config import Settings
+from sagemem.corpus import Corpus, index_file, load
+from sagemem.inject import inject
+from sagemem.retrieve import search
+
+from .memories import DANCE, make
+
+EVAL = Path(__file__).resolve().parent.parent / "fixtures" / "eval"
+QUERIES = ["studio lease rent", "周一 舞蹈课", "judges points routine", "the kerfuffle", "brouhaha trophy"]
+
+
+@pytest.fixture
+def dance(tmp_path: Path) -> MemoryStore:
+    return make(tmp_path / "mem", DANCE)
+
+
+class Counting:
+    """`index_file`, counting the files it is asked to tokenise."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __call__(self, name: str, data: bytes, mtime: float) -> Any:
+        self.names.append(name)
+        return index_file(name, data, mtime)
+
+
+def opened(store: MemoryStore, **kwargs: Any) -> tuple[Corpus, list[str]]:
+    counting = Counting()
+    snapshot = cache.open_index(store.memory_dir, store.state_dir, counting, **kwargs)
+    return Corpus(snapshot), counting.names
+
+
+def contents(corpus: Corpus) -> dict[str, Any]:
+    """Everything retrieval can see, keyed by names and lines rather than ids."""
+    conn = corpus._conn
+    names = dict(conn.execute("SELECT doc, name FROM files WHERE entry IS NOT NULL"))
+    terms: dict[str, Any] = {}
+    for (term,) in conn.execute("SELECT term FROM terms"):
+        described = corpus.descriptions.postings.get(term)
+        paragraphs = corpus.paragraphs.postings.get(term)
+        terms[term] = (
+            sorted((names[d], f) for d, f in _pairs(described)),
+            sorted(
+                (names[corpus.owners[p]], corpus.starts[p], corpus.ends[p], f) for p, f in _pairs(paragraphs)
+            ),
+        )
+    lengths = sorted(
+        (names[corpus.owners[p]], corpus.starts[p], corpus.paragraphs.lengths[p])
+        for p in range(len(corpus.owners))
+        if corpus.owners[p] != cache.DEAD
+    )
+    return {
+        "entries": [e.__dict__ for e in corpus.entries()],
+        "terms": terms,
+        "description_lengths": sorted((n, corpus.descriptions.lengths[d]) for d, n in names.items()),
+        "paragraph_lengths": lengths,
+        "stats": (corpus.count, corpus.descriptions.total, corpus.paragraphs.count, corpus.paragraphs.total),
+    }
+
+
+def _pairs(packed: bytes | None) -> list[tuple[int, int]]:
+    from array import array
+
+    numbers = array("I")
+    numbers.frombytes(packed or b"")
+    return list(zip(numbers[::2], numbers[1::2], strict=True))
+
+
+def fresh(store: MemoryStore) -> Corpus:
+    return load(store.memory_dir, store.state_dir, use_cache=False)
+
+
+def test_injections_are_identical_with_and_without_the_cache_on_the_eval_set(tmp_path: Path) -> None:
+    """Every eval query, injected from a cache that was built, then changed file by file,
+    gives the same text as a build in memory."""
+    memory = tmp_path / "memory"
+    shutil.copytree(EVAL / "memory", memory)
+    state = tmp_path / "state"
+    queries = [
+        json.loads(line)["query"] for line in (EVAL / "queries.jsonl").read_text("utf-8").splitlines() if line
+    ]
+    options = Settings()
+
+    def texts(corpus: Corpus) -> list[str]:
+        return [inject(memory, state, q, options, corpus=corpus).text for q in queries]
+
+    load(memory, state)  # built and stored
+    names = sorted(p.name for p in memory.glob("*.md") if p.name != "MEMORY.md")
+    first, second, third = (memory / n for n in names[:3])
+    first.write_text(first.read_text("utf-8") + "\nA late addition about quarterly okr reviews.\n", "utf-8")
+    second.rename(memory / "project_renamed_note.md")
+    third.unlink()
+    shutil.copy(memory / names[4], memory / "project_copy_of_a_note.md")
+    os.utime(memory / names[5])
+    cached = load(memory, state)
+    assert contents(cached) == contents(load(memory, state, use_cache=False))
+    assert texts(cached) == texts(load(memory, state, use_cache=False))
+
+
+def test_a_warm_call_reads_no_file_and_a_change_reads_only_that_file(dance: MemoryStore) -> None:
+    _, read = opened(dance)
+    assert sorted(read) == sorted(DANCE)
+    _, read = opened(dance)
+    assert read == []
+    path = dance.memory_dir / "reference_competition_rules.md"
+    path.write_text(path.read_text().replace("kerfuffle", "brouhaha"))
+    corpus, read = opened(dance)
+    assert read == ["reference_competition_rules.md"]
+    assert [h.file for h in search(corpus, "brouhaha trophy").hits] == [path.name]
+    assert search(corpus, "kerfuffle trophy").hits == ()
+
+
+def test_a_touch_changes_the_stamp_but_tokenises_nothing(dance: MemoryStore) -> None:
+    opened(dance)
+    path = dance.memory_dir / "project_studio_opening.md"
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 86_400 * 10**9))
+    corpus, read = opened(dance)
+    assert read == []
+    entry = next(e for e in corpus.entries() if e.file == path.name)
+    assert entry.mtime == path.stat().st_mtime_ns / 1e9  # the freshness label follows the stat
+    assert contents(corpus) == contents(fresh(dance))
+
+
+def test_edits_creates_deletes_and_renames_are_followed(dance: MemoryStore) -> None:
+    def found(query: str) -> list[str]:
+        return [h.file for h in search(load(dance.memory_dir, dance.state_dir), query).hits]
+
+    assert found("kerfuffle trophy") == ["reference_competition_rules.md"]
+    path = dance.memory_dir / "reference_competition_rules.md"
+    path.write_text(path.read_text().replace("kerfuffle", "brouhaha"))
+    assert found("kerfuffle trophy") == [] and found("brouhaha trophy") == [path.name]
+    os.rename(path, dance.memory_dir / "reference_rules.md")
+    assert found("brouhaha trophy") == ["reference_rules.md"]
+    (dance.memory_dir / "project_new.md").write_text("---\ndescription: zither lessons\n---\n\nzither\n")
+    assert found("zither lessons") == ["project_new.md"]
+    (dance.memory_dir / "project_new.md").unlink()
+    assert found("zither lessons") == []
+    (dance.memory_dir / "project_broken.md").write_text("---\ndescription: [unclosed\n---\nzither\n")
+    assert found("zither lessons") == []  # not a memory: listed, never indexed
+    assert contents(load(dance.memory_dir, dance.state_dir)) == contents(fresh(dance))
+
+
+OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["create", "edit", "delete", "rename", "touch", "break"]),
+        st.integers(0, 5),
+        st.lists(
+            st.sampled_from(["alpha", "beta", "gamma", "部署", "回滚", "delta", "epsilon"]), max_size=12
+        ),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=OPERATIONS)
+def test_any_sequence_of_changes_leaves_the_index_a_fresh_build_would(
+    tmp_path: Path, steps: list[Any]
+) -> None:
+    folder = tmp_path / f"h{len(list(tmp_path.iterdir()))}"
+    store = make(folder, {"project_seed.md": "---\ndescription: seed alpha\n---\n\nalpha beta\n"})
+    load(store.memory_dir, store.state_dir)
+    for operation, slot, words in steps:
+        path = store.memory_dir / f"project_n{slot}.md"
+        text = " ".join(words)
+        body = "\n\n".join(" ".join(words[i : i + 3]) for i in range(0, len(words), 3))
+        if operation in ("create", "edit"):
+            path.write_text(f"---\ndescription: {text}\n---\n\n{body}\n", "utf-8")
+        elif operation == "break":
+            path.write_text("---\ndescription: [\n---\n", "utf-8")
+        elif path.exists() and operation == "delete":
+            path.unlink()
+        elif path.exists() and operation == "rename":
+            path.rename(store.memory_dir / f"project_n{(slot + 1) % 6}.md")
+        elif path.exists() and operation == "touch":
+            os.utime(path, ns=(1, path.stat().st_mtime_ns + 10**9))
+        cached = load(store.memory_dir, store.state_dir)
+    assert contents(cached if steps else load(store.memory_dir, store.state_dir)) == contents(fresh(store))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "format", "arrays"])
+def test_a_damaged_index_is_rebuilt_not_trusted(dance: MemoryStore, damage: str) -> None:
+    expected = [search(fresh(dance), q) for q in QUERIES]
+    load(dance.memory_dir, dance.state_dir).close()
+    db = dance.state_dir / "cache" / cache.DB_NAME
+    if damage == "garbage":
+        db.write_bytes(b"not a database at all" * 100)
+    elif damage == "truncate":
+        db.write_bytes(db.read_bytes()[:4096])
+    else:
+        with sqlite3.connect(db) as conn:
+            if damage == "format":
+                conn.execute("UPDATE meta SET value = 99 WHERE key = 'format'")
+            else:
+                conn.execute("UPDATE arrays SET data = x'010203' WHERE name = 'paragraph_owners'")
+        conn.close()
+    corpus, read = opened(dance)
+    assert sorted(read) == sorted(DANCE)  # rebuilt from the files
+    assert [search(corpus, q) for q in QUERIES] == expected
+    assert contents(corpus) == contents(fresh(dance))
+
+
+def test_an_unwritable_state_dir_moves_the_cache_and_changes_no_result(
+    dance: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = [search(fresh(dance), q) for q in QUERIES]
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the state dir should be")
+    corpus = load(dance.memory_dir, blocked / "state")
+    assert [search(corpus, q) for q in QUERIES] == expected
+    assert list((tmp_path / "home" / ".cache" / "sagemem").glob(f"*/{cache.DB_NAME}"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked / "cache"))  # nowhere to write at all
+    corpus = load(dance.memory_dir, blocked / "state")
+    assert [search(corpus, q) for q in QUERIES] == expected
+
+
+WORKER = """
+import sys
+from pathlib import Path
+from sagemem.corpus import load
+from sagemem.retrieve import search
+memory, state, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+for i in range(rounds):
+    if sys.argv[4] == "writer":
+        (memory / f"project_w{i % 7}.md").write_text(
+            f"---\\ndescription: writer note {i} zither{i}\\n---\\n\\nround {i} body zither{i}\\n"
+        )
+        if i % 5 == 4:
+            (memory / f"project_w{(i + 3) % 7}.md").unlink(missing_ok=True)
+    load(memory, state)
+print("ok")
+"""
+
+
+def test_concurrent_updaters_leave_a_consistent_index(dance: MemoryStore, tmp_path: Path) -> None:
+    """Four processes refresh the same index while one of them keeps changing files."""
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    args = [str(dance.memory_dir), str(dance.state_dir), "25"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), *args, "writer" if i == 0 else "reader"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        assert out.strip() == "ok"
+    assert contents(load(dance.memory_dir, dance.state_dir)) == contents(fresh(dance))
