@@ -2,13 +2,20 @@
 
 The corpus is synthetic but shaped like real memory directories: four types, a one-line
 description, two to eight paragraphs of 30 to 400 characters, identifiers, headings; English,
-Chinese, or both mixed. The figures: a cold index build (a fresh process), warm `inject` as
-a whole process (what a hook pays on every prompt), in-process search, peak memory, and a
-bare `python -c pass` measured in the same run, so ratios compare across machines.
+Chinese, or both mixed. Words are drawn by Zipf's law from a vocabulary of about 4,000 per
+language (a few hundred real words first, then made-up ones), as in natural text: a few
+words are everywhere, most are rare. Queries are two or three words of one memory's topic.
+
+The figures: a cold index build (a fresh process, no cache), warm injection as a whole
+process (the hook a harness runs on every prompt, and `sagemem inject`), in-process search,
+peak memory, and a bare `python -c pass` measured in the same run, so ratios compare across
+machines.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import random
 import statistics
@@ -16,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +47,15 @@ ZH_WORDS = (
     "截止 里程碑 规范 约定 原因 步骤 注意 问题 方案 上线 下线"
 ).split()
 TYPES = ("user", "feedback", "project", "reference")
+# Made-up words and two-character words fill each vocabulary up to this size.
+VOCABULARY = 4000
+_SYLLABLES = "ka lo mi ser ton vel dra pix nor quin bex sul tam rof gel vor pan tik mul zen".split()
+_HANZI = (
+    "人们来时大地为子中你说生国年着就那和要她出也得里后自以会家可下而过天去能对小多然于心学么之都好看起"
+    "发当没成只如事把还用第样道想作种开美总从无情己面最女但现前些所同日手又行意动方期它头经长儿回位分爱老"
+    "因很给名法间斯知世什两次使身者被高已亲其进此话常与活正感见明问力理尔点文几定本公特做外孩相西果走将月"
+)
+Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -55,24 +72,50 @@ class Timing:
         return {"min": min(self.runs), "median": self.median, "max": max(self.runs)}
 
 
+def vocabulary(lang: str, rng: random.Random) -> list[str]:
+    """Words in order of frequency: the real ones first, then made-up ones."""
+    if lang == "zh":
+        made = {a + b for a, b in itertools.product(_HANZI, repeat=2)} - set(ZH_WORDS)
+        base = list(ZH_WORDS)
+    else:
+        made = {a + b + c for a, b, c in itertools.product(_SYLLABLES, repeat=3)} - set(EN_WORDS)
+        base = list(EN_WORDS)
+    rng.shuffle(base)
+    return base + rng.sample(sorted(made), VOCABULARY - len(base))
+
+
+class _Words:
+    """Draws words from a vocabulary by Zipf's law (frequency ~ 1 / rank)."""
+
+    def __init__(self, lang: str, rng: random.Random) -> None:
+        self.words = vocabulary(lang, rng)
+        self.weights = list(itertools.accumulate(1 / rank for rank in range(1, len(self.words) + 1)))
+        self.rng = rng
+        self.join = "" if lang == "zh" else " "
+
+    def draw(self, count: int) -> list[str]:
+        return self.rng.choices(self.words, cum_weights=self.weights, k=count)
+
+
 def generate(folder: Path, count: int, lang: str, seed: int = 7) -> list[str]:
     """Write `count` memories and MEMORY.md into `folder`; return queries that fit them."""
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
+    pools = {code: _Words(code, rng) for code in ("en", "zh")}
     queries = []
     index_lines = ["# Memory", ""]
     for i in range(count):
         kind = TYPES[i % 4]
-        zh = lang == "zh" or (lang == "mixed" and i % 2)
-        words = ZH_WORDS if zh else EN_WORDS
-        join = "" if zh else " "
-        topic = rng.sample(words, 3) + [f"svc{i % 97}"]
-        description = join.join(topic + rng.sample(words, 5))
+        words = pools["zh" if lang == "zh" or (lang == "mixed" and i % 2) else "en"]
+        join = words.join
+        # A topic: words from the rarer part of the vocabulary, as names and terms are.
+        topic = rng.sample(words.words[200:], 3)
+        description = join.join(topic + words.draw(5) + [f"svc{i % 97}"])
         paragraphs = []
         for p in range(rng.randint(2, 8)):
-            sentence = join.join(rng.choice(words) for _ in range(rng.randint(6, 60)))
+            sentence = join.join(words.draw(rng.randint(6, 60)) + rng.sample(topic, 1))
             if p and rng.random() < 0.3:
-                sentence = f"## {join.join(rng.sample(words, 2))}\n{sentence}"
+                sentence = f"## {join.join(words.draw(2))}\n{sentence}"
             if rng.random() < 0.3:
                 sentence += f" `ERR_{rng.randint(10, 999)}` v{rng.randint(1, 9)}.{rng.randint(0, 9)}"
             paragraphs.append(sentence)
@@ -82,80 +125,97 @@ def generate(folder: Path, count: int, lang: str, seed: int = 7) -> list[str]:
         text = f"---\nname: m{i}\ndescription: {description}\ntype: {kind}\nupdated: {updated}\n---\n\n"
         (folder / name).write_text(text + body + "\n", encoding="utf-8")
         index_lines.append(f"- [m{i}]({name}) — {description[:120]}")
-        if i % max(1, count // 20) == 0:
-            queries.append(join.join(topic[:2] + [rng.choice(words)]))
+        if i % max(1, count // 40) == 0:
+            queries.append(join.join(topic[:2] + words.draw(1)))
     (folder / "MEMORY.md").write_text("\n".join(index_lines) + "\n", encoding="utf-8")
     return queries
 
 
-def run(count: int, lang: str, repeat: int, progress: Any = None) -> dict[str, Any]:
+def run(count: int, lang: str, repeat: int, progress: Progress | None = None) -> dict[str, Any]:
+    step = progress or (lambda _done, _total, _label: None)
     with tempfile.TemporaryDirectory(prefix="sagemem-bench-") as tmp:
         folder = Path(tmp) / "memory"
+        step(0, 1, "generating")
         queries = generate(folder, count, lang)
         python = sys.executable
-        step = progress or (lambda _label: None)
-        step("bare interpreter")
-        bare = Timing(tuple(_timed([python, "-c", "pass"])[0] for _ in range(repeat)))
-        step("cold index build")
-        cold_runs, cold_rss = [], 0
-        for _ in range(max(1, min(repeat, 3))):
+        sagemem = [python, "-m", "sagemem"]
+        # Found through the environment, as an installed hook finds it: `--dir` would be a
+        # global option, which takes the command-line path instead of the hook's fast one.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SAGEMEM_", "SAGE_MEM_"))}
+        env["SAGEMEM_DIR"] = str(folder)
+        runs: dict[str, list[float]] = {"bare": [], "cold": [], "hook": [], "inject": []}
+        peak: dict[str, int] = {"cold": 0, "hook": 0, "inject": 0}
+        colds = 1 if count >= 10_000 else min(repeat, 3)
+        total = repeat * 3 + colds
+        done = 0
+
+        def timed(kind: str, command: list[str], stdin: bytes | None = None) -> None:
+            nonlocal done
+            seconds, rss = _timed(command, env, stdin)
+            runs[kind].append(seconds)
+            if kind in peak:
+                peak[kind] = max(peak[kind], rss)
+            done += 1
+            step(done, total, f"timing ({kind})")
+
+        for _ in range(colds):
             for item in (folder / ".sagemem").glob("cache/*"):
                 item.unlink()
-            seconds, rss = _timed([python, "-m", "sagemem", "--dir", str(folder), "search", queries[0]])
-            cold_runs.append(seconds)
-            cold_rss = max(cold_rss, rss)
-        step("warm inject")
-        warm_runs, warm_rss = [], 0
+            timed("cold", [*sagemem, "search", queries[0]])
         for i in range(repeat):
-            seconds, rss = _timed(
-                [
-                    python,
-                    "-m",
-                    "sagemem",
-                    "--dir",
-                    str(folder),
-                    "inject",
-                    "--query",
-                    queries[i % len(queries)],
-                ]
-            )
-            warm_runs.append(seconds)
-            warm_rss = max(warm_rss, rss)
-        step("in-process search")
+            query = queries[i % len(queries)]
+            timed("bare", [python, "-c", "pass"])
+            event = {"hook_event_name": "UserPromptSubmit", "session_id": f"bench-{i}", "prompt": query}
+            timed("hook", [*sagemem, "hook", "claude-code"], json.dumps(event).encode("utf-8"))
+            timed("inject", [*sagemem, "inject", "--query", query])
+        step(0, 1, "searching in process")
         search = _in_process(folder, queries, repeat)
-    warm = Timing(tuple(warm_runs))
+    bare = Timing(tuple(runs["bare"]))
+    hook, inject = Timing(tuple(runs["hook"])), Timing(tuple(runs["inject"]))
     return {
         "memories": count,
         "lang": lang,
         "repeat": repeat,
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
         "bare_python": bare.to_dict(),
-        "cold_build": Timing(tuple(cold_runs)).to_dict(),
-        "warm_inject": warm.to_dict(),
-        "warm_inject_ratio": warm.median / bare.median,
+        "cold_build": Timing(tuple(runs["cold"])).to_dict(),
+        "warm_hook": hook.to_dict(),
+        "warm_hook_ratio": hook.median / bare.median,
+        "warm_inject": inject.to_dict(),
+        "warm_inject_ratio": inject.median / bare.median,
         "search": search.to_dict(),
-        "peak_rss_mb": {"cold_build": cold_rss / 1024, "warm_inject": warm_rss / 1024},
+        "peak_rss_mb": {kind: rss / 1024 for kind, rss in peak.items()},
     }
 
 
 def _in_process(folder: Path, queries: list[str], repeat: int) -> Timing:
+    """Search on an open index, each query once as a fresh call: its terms are fetched from
+    the index, not from what an earlier query left in memory."""
     from .config import Settings
     from .corpus import load
     from .retrieve import search
 
-    corpus = load(folder, folder / ".sagemem")
     settings = Settings()
     times = []
     for i in range(max(repeat, len(queries))):
+        corpus = load(folder, folder / ".sagemem")
         started = time.perf_counter()
         search(corpus, queries[i % len(queries)], settings)
         times.append(time.perf_counter() - started)
+        corpus.close()
     return Timing(tuple(times))
 
 
-def _timed(command: list[str]) -> tuple[float, int]:
+def _timed(command: list[str], env: dict[str, str], stdin: bytes | None = None) -> tuple[float, int]:
     """Wall seconds and peak resident memory (KiB) of one child process."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    if stdin is not None:
+        process.stdin.write(stdin)  # type: ignore[union-attr]
+    process.stdin.close()  # type: ignore[union-attr]
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -166,16 +226,19 @@ def _timed(command: list[str]) -> tuple[float, int]:
 
 def format_report(report: dict[str, Any]) -> str:
     def ms(d: dict[str, float]) -> str:
-        return f"{d['median'] * 1000:8.1f} ms  (min {d['min'] * 1000:.1f}, max {d['max'] * 1000:.1f})"
+        return f"{d['median'] * 1000:9.1f} ms  (min {d['min'] * 1000:.1f}, max {d['max'] * 1000:.1f})"
 
+    peak = report["peak_rss_mb"]
     return "\n".join(
         [
-            f"{report['memories']} memories, {report['lang']}, {report['repeat']} runs",
-            f"bare python -c pass   {ms(report['bare_python'])}",
-            f"cold index build      {ms(report['cold_build'])}",
-            f"warm inject (process) {ms(report['warm_inject'])}  = {report['warm_inject_ratio']:.1f}x bare",
-            f"search (in-process)   {ms(report['search'])}",
-            f"peak memory           cold build {report['peak_rss_mb']['cold_build']:.0f} MB, "
-            f"warm inject {report['peak_rss_mb']['warm_inject']:.0f} MB",
+            f"{report['memories']} memories, {report['lang']}, {report['repeat']} runs, "
+            f"Python {report['python']}, {report['cpus']} CPUs (medians)",
+            f"bare python -c pass    {ms(report['bare_python'])}",
+            f"cold index build       {ms(report['cold_build'])}",
+            f"warm hook (process)    {ms(report['warm_hook'])}  = {report['warm_hook_ratio']:.1f}x bare",
+            f"warm inject (process)  {ms(report['warm_inject'])}  = {report['warm_inject_ratio']:.1f}x bare",
+            f"search (in-process)    {ms(report['search'])}",
+            f"peak memory            cold build {peak['cold']:.0f} MB, hook {peak['hook']:.0f} MB, "
+            f"inject {peak['inject']:.0f} MB",
         ]
     )

@@ -39,12 +39,13 @@ from typing import Any
 from .config import user_cache_dir
 from .errors import SagememError
 from .files import read_bytes
-from .names import check_name, is_reserved
+from .names import is_memory_name
 
 FORMAT = 3
 DB_NAME = "index.sqlite"
 DEAD = 0xFFFFFFFF  # a free paragraph id
 BATCH = 500  # files tokenised per transaction
+PARALLEL_FROM = 1000  # files to read before worker processes repay their start
 BUSY_MS = 20_000
 ARRAYS = (
     "description_lengths",
@@ -100,13 +101,7 @@ def listing(memory_dir: Path) -> dict[str, str]:
     with os.scandir(memory_dir) as items:
         for item in items:
             name = item.name
-            if not name.lower().endswith(".md") or name.startswith(".") or is_reserved(name):
-                continue
-            if not item.is_file(follow_symlinks=False):
-                continue
-            try:
-                check_name(name)
-            except SagememError:
+            if not is_memory_name(name) or not item.is_file(follow_symlinks=False):
                 continue
             info = item.stat(follow_symlinks=False)
             # ctime too: an edit that keeps the size and restores the mtime (cp -p, rsync -t,
@@ -237,14 +232,48 @@ def refresh(
     }
     todo = sorted(name for name, stamp in files.items() if seen.get(name, (None,))[0] != stamp)
     gone = [name for name in seen if name not in files]
-    for start in range(0, max(len(todo), 1), BATCH):
-        fresh = {}
-        for name in todo[start : start + BATCH]:
-            fresh[name] = _read(memory_dir / name, files[name], seen.get(name, (None, None))[1], index_file)
-        with _writing(conn):
-            _apply(conn, fresh, gone if start == 0 else [])
-        if progress is not None:
-            progress(min(start + BATCH, len(todo)), len(todo))
+    with _readers(len(todo)) as read_all:
+        for start in range(0, max(len(todo), 1), BATCH):
+            names = todo[start : start + BATCH]
+            jobs = [(memory_dir / n, files[n], seen.get(n, (None, None))[1], index_file) for n in names]
+            fresh = dict(zip(names, read_all(jobs), strict=True))
+            with _writing(conn):
+                _apply(conn, fresh, gone if start == 0 else [])
+            if progress is not None:
+                progress(min(start + BATCH, len(todo)), len(todo))
+
+
+@contextlib.contextmanager
+def _readers(count: int) -> Iterator[Callable[[list[tuple[Any, ...]]], list[_Fresh]]]:
+    """Reads files in worker processes when there are enough to repay starting them (a first
+    build; Chinese text costs most), else in this one. Workers are spawned, not forked: the
+    caller may hold threads (a watcher) and an open database."""
+    cpus = os.cpu_count() or 1
+    if count < PARALLEL_FROM or cpus < 2:
+        yield lambda jobs: [_read(*job) for job in jobs]
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        pool = ProcessPoolExecutor(min(cpus, 4), mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, ValueError):  # no processes allowed here: read in this one
+        yield lambda jobs: [_read(*job) for job in jobs]
+        return
+
+    def read_all(jobs: list[tuple[Any, ...]]) -> list[_Fresh]:
+        try:
+            return list(pool.map(_read_job, jobs, chunksize=25))
+        except BrokenProcessPool:  # a worker was killed (memory limits): finish here
+            return [_read(*job) for job in jobs]
+
+    with pool:
+        yield read_all
+
+
+def _read_job(job: tuple[Any, ...]) -> _Fresh:
+    return _read(*job)
 
 
 def _read(path: Path, stamp: str, version: str | None, index_file: Indexed) -> _Fresh:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus as corpus_module
+from .cache import Progress
 from .config import Settings
 from .errors import SagememError
 from .inject import Injection, inject
@@ -91,15 +92,17 @@ def load_queries(set_dir: Path) -> list[dict[str, Any]]:
     return queries
 
 
-def evaluate(set_dir: Path, settings: Settings) -> Report:
+def evaluate(set_dir: Path, settings: Settings, progress: Progress | None = None) -> Report:
     """Score every question of the set; the set's directory is only read, never written."""
     memory_dir = set_dir / "memory"
     queries = load_queries(set_dir)
     with tempfile.TemporaryDirectory(prefix="sagemem-eval-") as state:
-        corpus = corpus_module.load(memory_dir, Path(state), use_cache=False)
-        outcomes = [
-            _score(q, inject(memory_dir, Path(state), q["query"], settings, corpus=corpus)) for q in queries
-        ]
+        corpus = corpus_module.load(memory_dir, Path(state), use_cache=False, progress=progress)
+        outcomes = []
+        for done, q in enumerate(queries, 1):
+            outcomes.append(_score(q, inject(memory_dir, Path(state), q["query"], settings, corpus=corpus)))
+            if progress is not None:
+                progress(done, len(queries))
     return Report(tuple(outcomes))
 
 

@@ -23,6 +23,7 @@ from . import frontmatter, guard, health, index, retrieve
 from . import inject as inject_module
 from . import ledger as ledger_module
 from . import snapshot as snapshot_module
+from .cache import Progress
 from .config import STATE_DIR_NAME, Location, Settings, load_settings
 from .corpus import Corpus
 from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
@@ -111,6 +112,9 @@ class Read:
 
 class MemoryStore:
     """A memory directory: `MemoryStore(path)`; the state dir defaults to `<path>/.sagemem`."""
+
+    # Told (done, total) as a large index build goes; the CLI draws a bar with it.
+    progress: Progress | None = None
 
     def __init__(self, path: str | os.PathLike[str], state_dir: str | os.PathLike[str] | None = None):
         self.memory_dir = Path(path).expanduser().absolute()
@@ -571,7 +575,7 @@ class MemoryStore:
     def corpus(self) -> Corpus:
         """The searchable form of the directory, brought up to date from the cache."""
         self._require()
-        return corpus_module.load(self.memory_dir, self.state_dir)
+        return corpus_module.load(self.memory_dir, self.state_dir, progress=self.progress)
 
     def search(
         self, query: str, *, limit: int | None = None, corpus: Corpus | None = None

@@ -160,6 +160,19 @@ def test_edits_creates_deletes_and_renames_are_followed(dance: MemoryStore) -> N
     assert contents(load(dance.memory_dir, dance.state_dir)) == contents(fresh(dance))
 
 
+def test_a_large_build_reads_in_worker_processes_with_the_same_result(
+    dance: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(30):
+        (dance.memory_dir / f"project_extra_{i}.md").write_text(
+            f"---\ndescription: extra note {i} 部署 回滚\n---\n\nparagraph {i} about rollback\n\n第二段 {i}\n"
+        )
+    expected = contents(fresh(dance))
+    monkeypatch.setattr(cache, "PARALLEL_FROM", 5)
+    corpus = load(dance.memory_dir, dance.state_dir)
+    assert contents(corpus) == expected
+
+
 OPERATIONS = st.lists(
     st.tuples(
         st.sampled_from(["create", "edit", "delete", "rename", "touch", "break"]),

@@ -396,3 +396,5 @@ def test_bench_command_small() -> None:
     report = json.loads(out)
     assert report["memories"] == 20 and report["warm_inject"]["median"] > 0
     assert report["warm_inject_ratio"] > 0 and report["search"]["min"] <= report["search"]["median"]
+    assert report["warm_hook"]["min"] <= report["warm_hook"]["median"] <= report["warm_hook"]["max"]
+    assert report["bare_python"]["median"] > 0 and report["peak_rss_mb"]["hook"] > 0

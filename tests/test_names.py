@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sagemem.errors import InvalidName
-from sagemem.names import check_name, name_key, new_file_name, slugify
+from sagemem.names import check_name, is_memory_name, name_key, new_file_name, slugify
 
 
 @pytest.mark.parametrize(
@@ -61,3 +63,22 @@ def test_new_file_names(type_: str, name: str, expected: str) -> None:
 
 def test_slug_is_bounded() -> None:
     assert len(slugify("word " * 100)) <= 60
+
+
+def _accepted(name: str) -> bool:
+    try:
+        check_name(name)
+    except InvalidName:
+        return False
+    return True
+
+
+@given(
+    st.one_of(
+        st.text(alphabet=st.sampled_from("aZ09._-: \\/\t\x7fé.mdMD部"), max_size=12).map(lambda s: s + ".md"),
+        st.text(max_size=12),
+        st.sampled_from(["MEMORY.md", "memory.MD", "Session-Log.md", ".md", "a..b.md", "x" * 198 + ".md"]),
+    )
+)
+def test_the_fast_listing_test_agrees_with_check_name(name: str) -> None:
+    assert is_memory_name(name) == _accepted(name)

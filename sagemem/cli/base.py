@@ -73,9 +73,12 @@ class _Context:
 
     @cached_property
     def store(self) -> Any:
+        from ..progress import Bar
         from ..store import MemoryStore
 
-        return MemoryStore.at(self.location)
+        store = MemoryStore.at(self.location)
+        store.progress = Bar.for_terminal("indexing memories")
+        return store
 
 
 def _version(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

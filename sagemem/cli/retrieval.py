@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -100,9 +99,10 @@ def eval_(ctx: _Context, set_dir: Path, as_json: bool) -> None:
     """
     from ..config import load_settings
     from ..evaluate import evaluate
+    from ..progress import Bar
 
     settings = load_settings(Path(ctx.state_dir) if ctx.state_dir else set_dir / "memory" / ".sagemem")
-    report = evaluate(set_dir, settings)
+    report = evaluate(set_dir, settings, Bar.for_terminal("evaluating"))
     summary, breakdown = report.summary(), report.breakdown()
     if as_json:
         return _print_json({"summary": summary, "breakdown": breakdown})
@@ -127,10 +127,7 @@ def bench(memories: int, lang: str, repeat: int, as_json: bool) -> None:
         sagemem bench --memories 1000 --lang zh
     """
     from ..bench import format_report, run
+    from ..progress import Bar
 
-    def progress(label: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"  {label}...", err=True)
-
-    report = run(memories, lang, repeat, progress)
+    report = run(memories, lang, repeat, Bar.for_terminal("bench"))
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
