@@ -138,7 +138,9 @@ def run(count: int, lang: str, repeat: int, progress: Progress | None = None) ->
         step(0, 1, "generating")
         queries = generate(folder, count, lang)
         python = sys.executable
-        sagemem = [python, "-m", "sagemem"]
+        # The installed script, as a harness runs it (`python -m` adds runpy's imports).
+        script = Path(python).with_name("sagemem")
+        sagemem = [str(script)] if script.is_file() else [python, "-m", "sagemem"]
         # Found through the environment, as an installed hook finds it: `--dir` would be a
         # global option, which takes the command-line path instead of the hook's fast one.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SAGEMEM_", "SAGE_MEM_"))}

@@ -12,14 +12,13 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 K1 = 1.2
 B = 0.75
 
 
-@dataclass(frozen=True)
-class Index:
+class Index(NamedTuple):
     """Per term, its postings as packed (document id, term frequency) pairs; per document id,
     its length in tokens. `count` and `total` are the number of documents and their summed
     length: an id may be unused (a cache reuses ids), so neither is read off `lengths`."""

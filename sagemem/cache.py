@@ -32,16 +32,15 @@ import os
 import sqlite3
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import user_cache_dir
 from .errors import SagememError
 from .files import read_bytes
 from .names import is_memory_name
 
-FORMAT = 3
+FORMAT = 4
 DB_NAME = "index.sqlite"
 DEAD = 0xFFFFFFFF  # a free paragraph id
 BATCH = 500  # files tokenised per transaction
@@ -65,6 +64,7 @@ CREATE TABLE IF NOT EXISTS files(
     entry BLOB,
     tokens BLOB
 );
+CREATE INDEX IF NOT EXISTS files_baseline ON files(baseline) WHERE baseline;
 CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, descriptions BLOB, paragraphs BLOB) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS arrays(name TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
 """
@@ -81,8 +81,7 @@ class CacheDamaged(Exception):
     """The index holds something no sagemem wrote: discard it and build again."""
 
 
-@dataclass(frozen=True)
-class _Fresh:
+class _Fresh(NamedTuple):
     """One changed file as read: its new stat, and either new tokens, the same bytes as
     before (`same`: only the stat and mtime change), or nothing usable (entry None)."""
 
@@ -142,8 +141,7 @@ def open_index(
     raise AssertionError("unreachable")  # the in-memory place either returns or raises
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """An open read transaction on the index, with what every query needs already loaded:
     the statistics and the per-id arrays. Postings and entries are read through `conn`, so
     they come from the same committed state however many processes write meanwhile."""
@@ -212,7 +210,7 @@ def _meta(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 def digest(files: dict[str, str]) -> str:
-    text = "\n".join(f"{name}\t{stamp}" for name, stamp in sorted(files.items()))
+    text = "\n".join(sorted(f"{name}\t{stamp}" for name, stamp in files.items()))
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 

@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 PROJECT_DIR = Path(".sagemem") / "memory"
 STATE_DIR_NAME = ".sagemem"
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """A resolved memory directory, its state directory, and the rules that chose them."""
 
     memory_dir: Path
@@ -90,8 +89,7 @@ def _absolute(path: str | os.PathLike[str], cwd: Path) -> Path:
     return expanded if expanded.is_absolute() else cwd / expanded
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """Retrieval and injection settings (docs/retrieval.md explains each one).
 
     Read on every call, so a change takes effect on the next prompt: an environment variable
@@ -115,7 +113,7 @@ class Settings:
     debug: bool = False  # one diagnostic line per call on stderr
 
     def to_dict(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return self._asdict()
 
 
 # name -> (environment variable, lowest, highest)

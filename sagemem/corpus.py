@@ -13,9 +13,8 @@ import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import cache
 from .bm25 import Index
@@ -34,16 +33,14 @@ _HEADING = re.compile(r"^#{1,6}\s")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-@dataclass(frozen=True)
-class Paragraph:
+class Paragraph(NamedTuple):
     """A body paragraph: lines `start`..`end` of the file (1-based, inclusive)."""
 
     start: int
     end: int
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One memory as retrieval and injection see it."""
 
     file: str
@@ -60,8 +57,7 @@ class Entry:
     paragraphs: tuple[Paragraph, ...]
 
 
-@dataclass(frozen=True)
-class Tokens:
+class Tokens(NamedTuple):
     """One memory's tokens: its description fields, and each paragraph's, in order."""
 
     description: Mapping[str, int]
@@ -260,7 +256,7 @@ def load(
 
 
 def _fields(entry: Entry) -> tuple[object, ...]:
-    values = [getattr(entry, f) for f in Entry.__dataclass_fields__]
+    values = list(entry)
     values[-1] = tuple((p.start, p.end) for p in entry.paragraphs)
     return tuple(values)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from .errors import InvalidMemory, MemoryNotFound
@@ -54,7 +53,7 @@ def check_regular(path: Path, mode: int) -> None:
 def write_atomic(path: Path, data: bytes, *, create_only: bool = False) -> None:
     """Put `data` at `path` in one step. With `create_only`, fail if `path` exists."""
     mode = _mode_for(path)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    fd, temp = _temp_beside(path)
     try:
         with open(fd, "wb") as handle:
             handle.write(data)
@@ -69,6 +68,19 @@ def write_atomic(path: Path, data: bytes, *, create_only: bool = False) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new, private temp file next to `path` (what `tempfile.mkstemp` does, without the
+    import: the hook writes its ledgers with this on every prompt)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        temp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}{TEMP_SUFFIX}")
+        try:
+            return os.open(temp, flags, 0o600), temp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path.parent}: no free temp file name")
 
 
 def _link_new(temp: str, path: Path) -> None:

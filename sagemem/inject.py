@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import corpus as corpus_module
 from . import ledger as access
@@ -86,18 +85,17 @@ CARD_TEXT = {
 }
 
 
-@dataclass(frozen=True)
-class Injection:
+class Injection(NamedTuple):
     """The text to inject ("" for nothing) and what went into it."""
 
     text: str
-    snippets: tuple[render.Snippet, ...] = ()
-    baseline: tuple[str, ...] = ()
-    omitted: int = 0
-    card: str = ""
-    session_used: int = 0
-    budget: int = 0
-    diagnostics: dict[str, Any] = field(default_factory=dict, compare=False)
+    snippets: tuple[render.Snippet, ...]
+    baseline: tuple[str, ...]
+    omitted: int
+    card: str
+    session_used: int
+    budget: int
+    diagnostics: dict[str, Any]  # for SAGEMEM_DEBUG; not part of the result
 
     def to_dict(self) -> dict[str, Any]:
         return {

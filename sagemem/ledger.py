@@ -18,9 +18,8 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import SagememError
 from .files import write_atomic
@@ -31,16 +30,14 @@ MAX_RECEIPTS = 10_000
 LOCK_TIMEOUT = 10.0
 
 
-@dataclass(frozen=True)
-class Use:
+class Use(NamedTuple):
     """One kind of use of one memory: when last (epoch seconds) and how many times."""
 
     last: float | None = None
     count: int = 0
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """A memory's uses, each kind on its own."""
 
     file: str

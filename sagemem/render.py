@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_SNIPPET_CHARS = 1500
 MAX_DESCRIPTION_CHARS = 160
@@ -44,8 +44,7 @@ TEMPLATES = {
 }
 
 
-@dataclass(frozen=True)
-class Snippet:
+class Snippet(NamedTuple):
     """One piece of memory text, ready to render."""
 
     file: str

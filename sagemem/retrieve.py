@@ -20,9 +20,8 @@ them. Ties break by file name, then line, so results are deterministic.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .config import Settings
 from .corpus import Corpus, Entry
@@ -32,8 +31,7 @@ from .tokenize import query_tokens
 OPENING_LINES = 6
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     """A snippet: lines `start`..`end` of `file`, why it was chosen, and how well it scored."""
 
     file: str
@@ -41,7 +39,7 @@ class Hit:
     end: int
     score: float
     stage: str  # "description" (stage 1 + its best paragraph), "opening", or "body" (fallback)
-    entry: Entry = field(repr=False, compare=False)
+    entry: Entry
     first: bool = True  # the memory's best paragraph (else a further one)
 
     @property
@@ -53,8 +51,7 @@ class Hit:
         return self.entry.version
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(NamedTuple):
     """What a query found. `ranked`: every snippet that passed the gates and the cut, in
     injection order (every memory's best paragraph, then further paragraphs); `below`: the
     best snippets of memories that fell under the cut. `pick` applies the limit, after
@@ -136,12 +133,7 @@ def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Resu
     # Then each memory's further paragraphs, best first: a question whose answer is in a
     # memory's second paragraph still finds it, yet no memory takes a place from another.
     spares = sorted(
-        (
-            dataclasses.replace(h, first=False)
-            for hits in ranked
-            for h in hits[1:]
-            if h.score >= settings.cut * best
-        ),
+        (h._replace(first=False) for hits in ranked for h in hits[1:] if h.score >= settings.cut * best),
         key=_order,
     )
     below = [h for h in firsts if h.score < settings.cut * best]

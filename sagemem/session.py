@@ -14,7 +14,6 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SagememError
@@ -25,18 +24,29 @@ MAX_AGE_SECONDS = 7 * 24 * 3600
 LOCK_TIMEOUT = 10.0
 
 
-@dataclass
 class Ledger:
-    """What one session has received. Mutable: `inject` updates it, `session` saves it."""
+    """What one session has received. Mutable: `inject` updates it, `session` saves it. (A
+    plain class: the dataclasses module would cost the hook its import on every prompt.)"""
 
-    session: str
-    used: int = 0  # bytes of memory text injected (the body pool)
-    reserve_used: int = 0  # bytes of gap cards injected (the reserve)
-    injected: dict[str, str] = field(default_factory=dict)  # "file:start-end" -> content hash
-    last_query: str = ""  # signature of the previous message
-    baseline_done: bool = False
-    cards: list[str] = field(default_factory=list)  # hashes of the gap cards shown
-    reads: dict[str, str] = field(default_factory=dict)  # memory file -> version the agent last saw
+    def __init__(
+        self,
+        session: str,
+        used: int = 0,
+        reserve_used: int = 0,
+        injected: dict[str, str] | None = None,
+        last_query: str = "",
+        baseline_done: bool = False,
+        cards: list[str] | None = None,
+        reads: dict[str, str] | None = None,
+    ) -> None:
+        self.session = session
+        self.used = used  # bytes of memory text injected (the body pool)
+        self.reserve_used = reserve_used  # bytes of gap cards injected (the reserve)
+        self.injected = injected if injected is not None else {}  # "file:start-end" -> content hash
+        self.last_query = last_query  # signature of the previous message
+        self.baseline_done = baseline_done
+        self.cards = cards if cards is not None else []  # hashes of the gap cards shown
+        self.reads = reads if reads is not None else {}  # memory file -> version the agent last saw
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)

@@ -7,7 +7,6 @@ every write); conflicts and locks live in the machine-local state directory.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import os
 import time
@@ -584,7 +583,7 @@ class MemoryStore:
         may pass the corpus it keeps warm."""
         settings = self.settings()
         if limit is not None:
-            settings = dataclasses.replace(settings, limit=max(1, limit))
+            settings = settings._replace(limit=max(1, limit))
         return retrieve.search(corpus or self.corpus(), query, settings)
 
     def inject(

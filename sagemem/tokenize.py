@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Container
+from collections.abc import Container, Iterator
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A Chinese run, or a Latin word/identifier: starts and ends with a letter or digit, and may
-# hold `_`, `.` and `-` inside.
-_RUNS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}](?:(?:[^\W{_CJK}]|[.\-])*[^\W_{_CJK}])?")
-_CJK_RUN = re.compile(rf"[{_CJK}]+")
+# hold `_`, `.` and `-` inside. Patterns with the CJK ranges take milliseconds to compile,
+# which the hook would pay on every prompt, so text is first cut into runs of word characters
+# (`_WORDS`, cheap); only a run that is not ASCII is cut again with the full pattern, compiled
+# on first use. The result is the same as cutting with the full pattern alone.
+RUNS = rf"[{CJK}]+|[^\W_{CJK}](?:(?:[^\W{CJK}]|[.\-])*[^\W_{CJK}])?"
+_WORDS = re.compile(r"[^\W_](?:[\w.\-]*[^\W_])?")
 _PARTS = re.compile(r"[^\W_]+")
 MAX_WORD_CHARS = 8
 # Stop words that still end an English compound (setup, workout, shutdown, backup, signoff).
@@ -96,12 +99,22 @@ def latin_tokens(piece: str) -> list[str]:
 def document_tokens(text: str) -> list[str]:
     """The tokens of memory text (jieba is loaded on the first Chinese text)."""
     tokens: list[str] = []
-    for piece in _RUNS.findall(normalize(text)):
-        if _CJK_RUN.fullmatch(piece):
-            tokens += _segment(piece)
-        else:
-            tokens += latin_tokens(piece)
+    for piece, _, _, chinese in runs(normalize(text)):
+        tokens += _segment(piece) if chinese else latin_tokens(piece)
     return tokens
+
+
+def runs(text: str) -> Iterator[tuple[str, int, int, bool]]:
+    """The runs of `text` (see `RUNS`): (text, start, end, whether it is Chinese)."""
+    for word in _WORDS.finditer(text):
+        piece = word.group()
+        if piece.isascii():
+            yield piece, word.start(), word.end(), False
+            continue
+        full, chinese = _patterns()
+        for run in full.finditer(piece):
+            found = run.group()
+            yield found, word.start() + run.start(), word.start() + run.end(), bool(chinese.fullmatch(found))
 
 
 def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
@@ -114,9 +127,8 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
     tokens: list[str] = []
     previous: tuple[str, int, list[str]] | None = None  # a plain word, where it ended, its tokens
     folded = normalize(text)
-    for run in _RUNS.finditer(folded):
-        piece = run.group()
-        if _CJK_RUN.fullmatch(piece):
+    for piece, start, end, chinese in runs(folded):
+        if chinese:
             tokens += _match_known(piece, vocabulary)
             previous = None
             continue
@@ -127,7 +139,7 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
             and previous
             and previous[2]
             and (own or piece in _PARTICLES)
-            and not folded[previous[1] : run.start()].strip()
+            and not folded[previous[1] : start].strip()
         ):
             joined = stem(previous[0] + piece)
             if joined in vocabulary and len(previous[0] + piece) > 4:
@@ -136,12 +148,12 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
                 previous = None
                 continue
         tokens += own
-        previous = (piece, run.end(), own) if plain else None
+        previous = (piece, end, own) if plain else None
     return tokens
 
 
 def has_cjk(text: str) -> bool:
-    return _CJK_RUN.search(text) is not None
+    return not text.isascii() and _patterns()[1].search(text) is not None
 
 
 def _segment(run: str) -> list[str]:
@@ -192,6 +204,17 @@ def stretch_pairs(stretch: str) -> list[str]:
 
 
 _stop_split: re.Pattern[str] | None = None
+_full: tuple[re.Pattern[str], re.Pattern[str]] | None = None
+
+
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """`RUNS` and a Chinese run, compiled on first use."""
+    global _full
+    if _full is None:
+        _full = (re.compile(RUNS), re.compile(f"[{CJK}]+"))
+    return _full
+
+
 _jieba_module = None
 
 

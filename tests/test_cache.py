@@ -70,7 +70,7 @@ def contents(corpus: Corpus) -> dict[str, Any]:
         if corpus.owners[p] != cache.DEAD
     )
     return {
-        "entries": [e.__dict__ for e in corpus.entries()],
+        "entries": [e._asdict() for e in corpus.entries()],
         "terms": terms,
         "description_lengths": sorted((n, corpus.descriptions.lengths[d]) for d, n in names.items()),
         "paragraph_lengths": lengths,

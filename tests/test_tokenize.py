@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from sagemem.tokenize import document_tokens, latin_tokens, query_tokens, stem
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sagemem.tokenize import CJK, RUNS, document_tokens, latin_tokens, query_tokens, runs, stem
 
 
 def test_english_words_are_stemmed_alike() -> None:
@@ -58,3 +63,13 @@ def test_two_query_words_the_memories_write_as_one_become_that_word() -> None:
     assert query_tokens("roll, back", vocabulary) == ["roll", "back"]  # not adjacent
     # A stop word never starts a compound ("for me" is not "forme").
     assert query_tokens("push it for me", set(document_tokens("forme"))) == ["push"]
+
+
+@given(st.text(alphabet=st.sampled_from("ab Z9_.-:/ é中文部署ｱ\u3400\uf900。，x\t"), max_size=40))
+def test_runs_cut_text_exactly_as_the_full_pattern_does(text: str) -> None:
+    full = re.compile(RUNS)
+    chinese = re.compile(f"[{CJK}]+")
+    expected = [
+        (m.group(), m.start(), m.end(), bool(chinese.fullmatch(m.group()))) for m in full.finditer(text)
+    ]
+    assert list(runs(text)) == expected
