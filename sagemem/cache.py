@@ -16,7 +16,8 @@ SQLite, from the standard library, because it gives what a cache on the hot path
   other. A large build commits in batches, so an interrupted build keeps its progress.
 * **Never trusted blindly.** A file SQLite reports damaged, or written by another format,
   is deleted and rebuilt (it is derived data). An unwritable place (a sandbox) moves the
-  cache to the user's cache directory, and failing that to memory: slower, same results.
+  cache to the user's cache directory, then to a private folder in the system temp dir, and
+  failing both to memory: slower, same results.
 
 Document ids: a memory keeps its description id (`files.doc`) while it lives; paragraph ids
 are reused from freed ones. BM25 depends on ids only through the statistics kept beside them
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .config import user_cache_dir
+from .config import temp_dir, user_cache_dir
 from .errors import SagememError
 from .files import read_bytes
 from .names import is_memory_name
@@ -120,9 +121,7 @@ def open_index(
     """The index as it matches `memory_dir` now: the state dir's, else the user cache dir's,
     else one in memory."""
     files = listing(memory_dir)
-    key = hashlib.sha256(str(memory_dir.absolute()).encode("utf-8")).hexdigest()[:16]
-    places: list[Path | None] = [state_dir / "cache", user_cache_dir() / key] if use_cache else []
-    for place in [*places, None]:
+    for place in _places(memory_dir, state_dir) if use_cache else [None]:
         for attempt in (1, 2):
             conn = None
             try:
@@ -162,6 +161,17 @@ def _snapshot(conn: sqlite3.Connection) -> Snapshot:
     if sum(arrays["paragraph_lengths"]) != meta.get("paragraphs_total", 0):
         raise CacheDamaged("the arrays do not match the statistics")
     return Snapshot(conn, meta, arrays)
+
+
+def _places(memory_dir: Path, state_dir: Path) -> Iterator[Path | None]:
+    """Where the index may live, in order of preference; None: in memory."""
+    yield state_dir / "cache"
+    key = hashlib.sha256(str(memory_dir.absolute()).encode("utf-8")).hexdigest()[:16]
+    yield user_cache_dir() / key
+    temp = temp_dir()
+    if temp is not None:
+        yield temp / key
+    yield None
 
 
 def _connect(place: Path | None) -> sqlite3.Connection:

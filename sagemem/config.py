@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -40,6 +41,22 @@ def user_memory_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     home = Path(env["HOME"]) if env.get("HOME") else Path.home()
     return home / PROJECT_DIR
+
+
+def temp_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """A folder of this user's own under the system temp dir, the last place to write a cache
+    or a log (a sandbox, dsh's for one, may allow nothing else); None if one that is not
+    private is already there."""
+    env = os.environ if env is None else env
+    user = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    folder = Path(env.get("TMPDIR") or "/tmp") / f"sagemem-{user}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+    return folder if mine and stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o077 else None
 
 
 def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -81,6 +98,10 @@ def _memory_dir(
         candidate = folder / PROJECT_DIR
         if candidate.is_dir() and candidate != user:
             return candidate, f"project memory ({PROJECT_DIR} found above the current directory)"
+    # A sage-mem user's directory works as it is, until they make a sagemem one.
+    sage_mem = user.parent.parent / ".sage-mem" / "memory"
+    if not user.is_dir() and sage_mem.is_dir():
+        return sage_mem, "sage-mem's memory (~/.sage-mem/memory)"
     return user, "user memory (~/.sagemem/memory)"
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-HARNESSES = ("claude-code", "codex", "gemini")
+HARNESSES = ("claude-code", "codex", "gemini", "dsh")
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
 START_EVENTS = ("SessionStart",)
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
@@ -85,6 +85,8 @@ def handle(
             return None  # no memory here: nothing to say, nothing wrong
         session = str(data["session_id"]) if data.get("session_id") else None
         if fired in TOOL_EVENTS:
+            if harness == "dsh":  # dsh's own file tools are not Claude Code's: no guard there
+                return None
             return _file_tool(harness, fired, data, location.memory_dir, location.state_dir, session)
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")

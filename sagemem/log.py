@@ -1,15 +1,17 @@
 """A small log of failures that must not interrupt the work (an unwritable ledger, say).
 
-Each distinct message is written once, to `<state>/sagemem.log`, or to the user's cache dir
-where the state dir cannot be written; a failure to log is itself ignored.
+Each distinct message is written once, to `<state>/sagemem.log`, or where the state dir cannot
+be written to the user's cache dir, or to a private folder in the system temp dir (a sandbox
+may allow nothing else); a failure to log is itself ignored.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from pathlib import Path
 
-from .config import user_cache_dir
+from .config import temp_dir, user_cache_dir
 
 LOG_NAME = "sagemem.log"
 
@@ -18,7 +20,7 @@ def log_once(state_dir: Path, message: str, name: str = LOG_NAME, *, once: bool 
     """Append `message` to the log `name` (unless `once` and it is already there); returns the
     log written, if any."""
     line = " ".join(message.split())
-    for folder in (state_dir, user_cache_dir()):
+    for folder in _folders(state_dir):
         path = folder / name
         try:
             if (
@@ -34,3 +36,11 @@ def log_once(state_dir: Path, message: str, name: str = LOG_NAME, *, once: bool 
         except OSError:
             continue
     return None
+
+
+def _folders(state_dir: Path) -> Iterator[Path]:
+    yield state_dir
+    yield user_cache_dir()
+    temp = temp_dir()  # created only when the others failed
+    if temp is not None:
+        yield temp

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from .base import _Context, _print_json, cli, json_option, pass_ctx
 
+HARNESSES = ["claude-code", "codex", "gemini", "dsh"]
+
 
 @cli.command(context_settings={"ignore_unknown_options": True})
-@click.argument("harness", type=click.Choice(["claude-code", "codex", "gemini"]))
+@click.argument("harness", type=click.Choice(HARNESSES))
 @click.argument("event", required=False)
 @pass_ctx
 def hook(ctx: _Context, harness: str, event: str | None) -> None:
@@ -18,7 +21,7 @@ def hook(ctx: _Context, harness: str, event: str | None) -> None:
 
     Always exits 0; a failure prints nothing and is logged to <state>/hook.log.
 
-    \\b
+    \b
     Example (what `sagemem install claude-code` registers):
         sagemem hook claude-code UserPromptSubmit
     """
@@ -33,34 +36,70 @@ def hook(ctx: _Context, harness: str, event: str | None) -> None:
     )
 
 
+def _options(command: Any) -> Any:
+    """The arguments `install` and `uninstall` share."""
+    for option in reversed(
+        [
+            click.argument("harness", type=click.Choice(HARNESSES)),
+            click.option(
+                "--scope",
+                type=click.Choice(["project", "user"]),
+                help="Where the settings go [default: project; dsh: user, its only scope].",
+            ),
+            click.option("--profile", help="dsh only: the profile to configure (default: all profiles)."),
+            click.option("--bridge", help="dsh only: where the Claude Code hooks bridge is installed."),
+            click.option("--dry-run", is_flag=True, help="Show what would change; write nothing."),
+            json_option,
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 @cli.command()
-@click.argument("harness", type=click.Choice(["claude-code", "codex", "gemini"]))
-@click.option("--scope", type=click.Choice(["project", "user"]), default="project", show_default=True)
-@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
-@json_option
-def install(harness: str, scope: str, dry_run: bool, as_json: bool) -> None:
+@_options
+def install(
+    harness: str, scope: str | None, profile: str | None, bridge: str | None, dry_run: bool, as_json: bool
+) -> None:
     """Add sagemem's hooks to a harness's settings (idempotent; a backup is kept).
 
-    \\b
+    \b
     Example:
         sagemem install claude-code            # ./.claude/settings.json
         sagemem install gemini --scope user    # ~/.gemini/settings.json
+        sagemem install dsh                    # ~/.dsh/cordis.patch.yml (every profile)
     """
-    from ..install import apply
-
-    _report(apply(harness, scope, add=True, dry_run=dry_run), as_json)
+    _report(_apply(harness, scope, profile, bridge, add=True, dry_run=dry_run), as_json)
 
 
 @cli.command()
-@click.argument("harness", type=click.Choice(["claude-code", "codex", "gemini"]))
-@click.option("--scope", type=click.Choice(["project", "user"]), default="project", show_default=True)
-@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
-@json_option
-def uninstall(harness: str, scope: str, dry_run: bool, as_json: bool) -> None:
+@_options
+def uninstall(
+    harness: str, scope: str | None, profile: str | None, bridge: str | None, dry_run: bool, as_json: bool
+) -> None:
     """Remove exactly the hooks `install` added; every other setting stays."""
+    _report(_apply(harness, scope, profile, bridge, add=False, dry_run=dry_run), as_json)
+
+
+def _apply(
+    harness: str, scope: str | None, profile: str | None, bridge: str | None, *, add: bool, dry_run: bool
+) -> dict[str, object]:
+    from ..errors import SagememError
+
+    if harness == "dsh":
+        from .. import dsh
+
+        if scope == "project":
+            raise SagememError(
+                "dsh reads no project settings: install for your user (the default) or one --profile;"
+                " the hook still uses each project's .sagemem/memory"
+            )
+        return dsh.apply(add=add, profile=profile, bridge=bridge, dry_run=dry_run)
+    if profile or bridge:
+        raise click.UsageError("--profile and --bridge are for dsh only")
     from ..install import apply
 
-    _report(apply(harness, scope, add=False, dry_run=dry_run), as_json)
+    return apply(harness, scope or "project", add=add, dry_run=dry_run)
 
 
 def _report(outcome: dict[str, object], as_json: bool) -> None:
@@ -71,7 +110,8 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
     for backup in outcome.get("backups") or []:  # type: ignore[union-attr]
         click.echo(f"backup: {backup}")
     if outcome.get("todo"):
-        click.echo(f"still to do, by you: {outcome['todo']}")
+        lines = str(outcome["todo"]).splitlines()
+        click.echo("still to do, by you:" + ("\n  " if len(lines) > 1 else " ") + "\n  ".join(lines))
     if outcome.get("dry_run"):
         click.echo("dry run: nothing written", err=True)
     sys.stdout.flush()

@@ -1,0 +1,277 @@
+"""DeepSeek Harness (dsh): what `sagemem install dsh` writes, and `uninstall dsh` takes out.
+
+dsh runs Claude Code-format command hooks only through its bridge plugin
+`@deepseek-ai/dsh-hooks-claude-code`, and MCP servers through `@deepseek-ai/dsh-mcp-client`.
+Both are mounted by rows in a cordis patch layer that dsh reads on every start: the home layer
+`$DSH_HOME/cordis.patch.yml` (every profile) or a profile's `profiles/<name>/cordis.patch.yml`.
+dsh reads no configuration from a project, so there is no project scope; the hook finds each
+project's `.sagemem/memory` from the directory dsh runs in, as it does everywhere.
+
+Install writes two things:
+
+* `$DSH_HOME/sagemem/hooks.json`, the bridge's hook settings (Claude Code format): sagemem's
+  `SessionStart` and `UserPromptSubmit` handlers. The file is sagemem's alone.
+* One `insert:` entry at the end of the patch layer, between two marker comments, mounting
+  the bridge (by the absolute path of its entry module: dsh does not ship it, and a bare
+  name would resolve only inside dsh's own dependencies) and the MCP client.
+
+The rest of the patch file is kept byte for byte; the result is parsed back before it is
+written, and the old file is copied beside it first. Uninstall removes the marked entry and
+the hooks file; a patch file left with no entries gets `[]` (dsh refuses an empty one).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import SagememError
+from .files import write_atomic
+
+BRIDGE = "@deepseek-ai/dsh-hooks-claude-code"
+BRIDGE_INSTALL = (
+    "npm install -g @deepseek-ai/dsh-hooks-claude-code@0.0.1-rc.5 @deepseek-ai/dsh-hook-protocol@0.0.1-rc.1"
+)
+MCP_CLIENT = "@deepseek-ai/dsh-mcp-client"
+BEGIN = "# sagemem: begin (written by `sagemem install dsh`; `sagemem uninstall dsh` removes it)"
+END = "# sagemem: end"
+EVENTS = ("SessionStart", "UserPromptSubmit")
+HOOK_TIMEOUT = 30  # seconds, per hook: the bridge's default is ten minutes
+_EMPTY_LIST = re.compile(r"^[ \t]*\[[ \t]*\][ \t]*(#.*)?$", re.M)
+
+
+def dsh_home(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    return Path(env["DSH_HOME"]).expanduser() if env.get("DSH_HOME", "").strip() else Path.home() / ".dsh"
+
+
+def patch_path(home: Path, profile: str | None) -> Path:
+    if profile is None:
+        return home / "cordis.patch.yml"
+    if not profile or profile in (".", "..", "node_modules") or "/" in profile or "\\" in profile:
+        raise SagememError(f"{profile!r}: not a dsh profile name")
+    return home / "profiles" / profile / "cordis.patch.yml"
+
+
+def find_bridge(explicit: str | None = None) -> Path | None:
+    """The bridge's entry module: from `explicit` (the package folder or the module), else
+    beside the `dsh` on PATH, else in npm's global folder."""
+    places: list[Path] = []
+    if explicit:
+        places.append(Path(explicit).expanduser())
+    found = shutil.which("dsh")
+    if found:
+        real = Path(found).resolve()
+        places += [p / BRIDGE for p in real.parents if p.name == "node_modules"][:1]
+        places.append(real.parent.parent / "lib" / "node_modules" / BRIDGE)
+    try:
+        root = subprocess.run(["npm", "root", "-g"], capture_output=True, text=True, timeout=20, check=True)
+        places.append(Path(root.stdout.strip()) / BRIDGE)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for place in places:
+        entry = _entry_module(place)
+        if entry is not None:
+            return entry
+    if explicit:
+        raise SagememError(f"{explicit}: not the {BRIDGE} package or its entry module")
+    return None
+
+
+def _entry_module(place: Path) -> Path | None:
+    if place.is_file() and place.suffix in (".js", ".mjs"):
+        return place.resolve()
+    try:
+        package = json.loads((place / "package.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if package.get("name") != BRIDGE:
+        return None
+    exports = package.get("exports", {})
+    main = exports.get(".", exports) if isinstance(exports, dict) else exports
+    if isinstance(main, dict):
+        main = main.get("default") or main.get("import")
+    entry = (place / str(main or package.get("main") or "lib/index.js")).resolve()
+    return entry if entry.is_file() else None
+
+
+def sagemem_command() -> list[str]:
+    """This install's own `sagemem` script, by absolute path: dsh runs hooks and MCP servers
+    in environments that may not have the user's PATH."""
+    script = Path(sys.executable).with_name("sagemem")
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("sagemem")
+    return [str(Path(found).resolve())] if found else [sys.executable, "-m", "sagemem"]
+
+
+def hooks_settings(command: list[str]) -> dict[str, Any]:
+    def handler(event: str) -> dict[str, Any]:
+        line = shlex.join([*command, "hook", "dsh", event])
+        return {"type": "command", "command": line, "timeout": HOOK_TIMEOUT}
+
+    return {"hooks": {event: [{"hooks": [handler(event)]}] for event in EVENTS}}
+
+
+def block(hooks_file: Path, bridge: Path | None, command: list[str], with_mcp: bool) -> str:
+    """The marked patch entry (JSON flow values, which are YAML)."""
+    rows = []
+    if bridge is not None:
+        config = {"configPath": str(hooks_file), "defaultTimeoutMs": HOOK_TIMEOUT * 1000}
+        rows.append({"id": "sagemem-hooks", "name": str(bridge), "config": config})
+    if with_mcp:
+        executable, *rest = command
+        args = [*rest, "mcp"]
+        config = {"serverName": "sagemem", "transport": "stdio", "command": executable, "args": args}
+        rows.append({"id": "sagemem-mcp", "name": MCP_CLIENT, "config": config})
+    lines = [BEGIN, "- insert:", *(f"    - {json.dumps(row, ensure_ascii=False)}" for row in rows), END]
+    return "\n".join(lines) + "\n"
+
+
+def apply(
+    *,
+    add: bool,
+    profile: str | None = None,
+    bridge: str | None = None,
+    dry_run: bool = False,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Install (`add`) or uninstall; returns what changed and what is left for the person."""
+    home = dsh_home(env)
+    path = patch_path(home, profile)
+    hooks_file = home / "sagemem" / "hooks.json"
+    original = path.read_text("utf-8") if path.exists() else None
+    before = _parse(path, original)
+    kept = _without_block(original or "")
+    changes, todo = [], []
+    if add:
+        command = sagemem_command()
+        entry = find_bridge(bridge)
+        with_mcp = importlib.util.find_spec("mcp") is not None
+        if entry is None:  # dsh does not ship its Claude Code hooks bridge
+            todo.append(BRIDGE_INSTALL)
+        if not with_mcp:  # sagemem's MCP tools need the extra
+            todo.append("pip install 'sagemem[mcp]'")
+        if todo:
+            todo.append("sagemem install dsh" + (f" --profile {profile}" if profile else ""))
+        ours = block(hooks_file, entry, command, with_mcp) if entry is not None or with_mcp else ""
+        text = _with_block(kept, ours) if ours else kept
+        settings = (json.dumps(hooks_settings(command), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        if not hooks_file.exists() or hooks_file.read_bytes() != settings:
+            changes.append(f"wrote the bridge's hook settings to {hooks_file}")
+            if not dry_run:
+                hooks_file.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(hooks_file, settings)
+    else:
+        text = kept if _parse(path, kept) is not None or original is None else kept.rstrip("\n") + "\n[]\n"
+        if hooks_file.exists():
+            changes.append(f"removed {hooks_file}")
+            if not dry_run:
+                hooks_file.unlink()
+                _remove_empty(hooks_file.parent)
+    after = _parse(path, text)
+    if original is not None or add:
+        _check(path, before, after, add)
+    backup = None
+    if text != (original or "") and (original is not None or text.strip()):
+        changes.append(f"{'added' if add else 'removed'} sagemem's rows (hooks bridge, MCP server)")
+        if not dry_run:
+            if original is not None:
+                stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+                backup = path.with_name(f"{path.name}.sagemem-backup-{stamp}")
+                backup.write_text(original, "utf-8")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text.encode("utf-8"))
+    return {
+        "path": str(path),
+        "changes": changes,
+        "backup": str(backup) if backup else None,
+        "backups": [str(backup)] if backup else [],
+        "todo": "\n".join(todo) if todo else None,
+        "dry_run": dry_run,
+    }
+
+
+def _without_block(text: str) -> str:
+    start = text.find(BEGIN)
+    if start < 0:
+        return text
+    end = text.find(END, start)
+    if end < 0:
+        raise SagememError(f"a `{BEGIN[:17]}` line without its `{END}` line; remove the block by hand")
+    end += len(END)
+    return text[:start] + text[end:].removeprefix("\n")
+
+
+def _with_block(text: str, ours: str) -> str:
+    """`text` with `ours` appended as the last entry; an empty flow list (`[]`, the template
+    dsh writes) is dropped, since a block entry cannot follow it."""
+    if _EMPTY_LIST.search(text) and _parse(Path("x"), _EMPTY_LIST.sub("", text)) is None:
+        text = _EMPTY_LIST.sub("", text)
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return text + ours
+
+
+class _Tagged(str):
+    """A value with a tag PyYAML does not know (dsh's `!!js` expressions), kept as text."""
+
+
+def _parse(path: Path, text: str | None) -> list[Any] | None:
+    """The patch list in `text` (None for no entries); a file that is not one is refused."""
+    if text is None:
+        return None
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> _Tagged:
+        return _Tagged(f"{node.tag} {getattr(node, 'value', '')}")
+
+    Loader.add_multi_constructor("", tagged)
+    try:
+        data = yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise SagememError(f"{path}: not valid YAML ({exc}); nothing was changed") from None
+    if data is None:
+        return None
+    if not isinstance(data, list):
+        raise SagememError(f"{path}: a cordis patch file must be a YAML list; nothing was changed")
+    return data
+
+
+def _check(path: Path, before: list[Any] | None, after: list[Any] | None, add: bool) -> None:
+    """The edit touched only sagemem's entry: the person's entries parse to what they were."""
+    mine = [e for e in before or [] if not _is_ours(e)]
+    theirs = [e for e in after or [] if not _is_ours(e)]
+    if mine != theirs or (not add and any(_is_ours(e) for e in after or [])):
+        raise SagememError(
+            f"{path}: sagemem's entry cannot be changed without touching yours (edited by hand?);"
+            " nothing was changed"
+        )
+
+
+def _is_ours(entry: Any) -> bool:
+    rows = entry.get("insert") if isinstance(entry, dict) else None
+    return (
+        isinstance(rows, list)
+        and bool(rows)
+        and all(isinstance(r, dict) and r.get("id") in ("sagemem-hooks", "sagemem-mcp") for r in rows)
+    )
+
+
+def _remove_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # not empty: something else of the person's is there
