@@ -20,12 +20,12 @@ B = 0.75
 
 class Index(NamedTuple):
     """Per term, its postings as packed (document id, term frequency) pairs; per document id,
-    its length in tokens. `count` and `total` are the number of documents and their summed
+    its length in tokens. `documents` and `total` are the number of documents and their summed
     length: an id may be unused (a cache reuses ids), so neither is read off `lengths`."""
 
     postings: Mapping[str, bytes]
     lengths: Sequence[int]
-    count: int
+    documents: int
     total: int
 
     @classmethod
@@ -41,7 +41,7 @@ class Index(NamedTuple):
 
     @property
     def mean_length(self) -> float:
-        return self.total / self.count if self.count else 0.0
+        return self.total / self.documents if self.documents else 0.0
 
     def df(self, term: str) -> int:
         return len(self.postings.get(term, b"")) // (2 * array("I").itemsize)
@@ -49,7 +49,7 @@ class Index(NamedTuple):
     def idf(self, term: str) -> float:
         """Lucene idf; a term no document has gets the highest idf, as a one-off would."""
         n = self.df(term)
-        return math.log(1 + (self.count - n + 0.5) / (n + 0.5))
+        return math.log(1 + (self.documents - n + 0.5) / (n + 0.5))
 
     def weights(self, query: Sequence[str]) -> dict[str, float]:
         """Each (deduplicated) query term's idf, computed once per query."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import marshal
+import json
 import os
 import sqlite3
 from array import array
@@ -42,7 +42,8 @@ from .files import read_bytes
 from .names import is_memory_name
 
 FORMAT = 4
-DB_NAME = "index.sqlite"
+# The format is in the name: two sagemem versions sharing a directory keep one index each.
+DB_NAME = f"index-v{FORMAT}.sqlite"
 DEAD = 0xFFFFFFFF  # a free paragraph id
 BATCH = 500  # files tokenised per transaction
 PARALLEL_FROM = 1000  # files to read before worker processes repay their start
@@ -103,7 +104,10 @@ def listing(memory_dir: Path) -> dict[str, str]:
             name = item.name
             if not is_memory_name(name) or not item.is_file(follow_symlinks=False):
                 continue
-            info = item.stat(follow_symlinks=False)
+            try:
+                info = item.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed while the directory was being listed
             # ctime too: an edit that keeps the size and restores the mtime (cp -p, rsync -t,
             # tar) still changes it.
             found[name] = f"{info.st_mtime_ns} {info.st_size} {info.st_ino} {info.st_ctime_ns}"
@@ -121,23 +125,45 @@ def open_index(
     """The index as it matches `memory_dir` now: the state dir's, else the user cache dir's,
     else one in memory."""
     files = listing(memory_dir)
-    for place in _places(memory_dir, state_dir) if use_cache else [None]:
-        for attempt in (1, 2):
-            conn = None
-            try:
-                conn = _connect(place)
-                refresh(conn, memory_dir, files, index_file, progress)
-                return _snapshot(conn)
-            except (OSError, sqlite3.DatabaseError, CacheDamaged, ValueError, EOFError, TypeError) as exc:
-                if conn is not None:
-                    conn.close()
-                if place is None:
-                    raise
-                # Unwritable, full or busy: try the next place. Anything else is damage.
-                if isinstance(exc, (OSError, sqlite3.OperationalError)) or attempt == 2:
-                    break
-                _remove(place)
-    raise AssertionError("unreachable")  # the in-memory place either returns or raises
+    for place in _places(memory_dir, state_dir) if use_cache else []:
+        found = _open_at(place, memory_dir, files, index_file, progress)
+        if found is not None:
+            return found
+    conn = _connect(None)  # in memory: nothing to be damaged or unwritable
+    refresh(conn, memory_dir, files, index_file, progress)
+    return _snapshot(conn)
+
+
+# What reading the index's own data raises when a file holds what sagemem did not write there.
+DAMAGE = (sqlite3.DatabaseError, CacheDamaged, ValueError, TypeError, EOFError, IndexError, KeyError)
+
+
+def _open_at(
+    place: Path, memory_dir: Path, files: dict[str, str], index_file: Indexed, progress: Progress | None
+) -> Snapshot | None:
+    """The index at `place`, brought up to date; a damaged one is deleted and built once more.
+    None when the place cannot be used (unwritable, full, locked for too long)."""
+    for attempt in (1, 2):
+        conn = None
+        try:
+            conn = _connect(place)
+            refresh(conn, memory_dir, files, index_file, progress)
+            return _snapshot(conn)
+        except (OSError, sqlite3.OperationalError):
+            if conn is not None:
+                conn.close()
+            return None
+        except DAMAGE:
+            if conn is not None:
+                conn.close()
+            if attempt == 2:
+                return None
+            _remove(place)
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+    return None
 
 
 class Snapshot(NamedTuple):
@@ -179,12 +205,14 @@ def _connect(place: Path | None) -> sqlite3.Connection:
         conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     else:
         place.mkdir(parents=True, exist_ok=True)
-        for old in ("index", "tokens"):  # the single-file caches of earlier releases
-            with contextlib.suppress(OSError):
-                (place / old).unlink()
+        # The state dir may come with a cloned repository: never write through a link.
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            if (place / (DB_NAME + suffix)).is_symlink():
+                raise OSError(f"{place / (DB_NAME + suffix)}: a link; the index is not written through one")
         conn = sqlite3.connect(
             place / DB_NAME, timeout=BUSY_MS / 1000, check_same_thread=False, isolation_level=None
         )
+        conn.execute("PRAGMA trusted_schema=OFF")
         # WAL: a reader keeps one consistent snapshot while writers go on committing.
         conn.execute("PRAGMA journal_mode=WAL")
     found = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
@@ -239,16 +267,25 @@ def refresh(
         for name, stamp, version in conn.execute("SELECT name, stamp, version FROM files")
     }
     todo = sorted(name for name, stamp in files.items() if seen.get(name, (None,))[0] != stamp)
-    gone = [name for name in seen if name not in files]
+    gone = {name: stamp for name, (stamp, _) in seen.items() if name not in files}
     with _readers(len(todo)) as read_all:
         for start in range(0, max(len(todo), 1), BATCH):
-            names = todo[start : start + BATCH]
+            # Another process may be building too: skip what it has stored since.
+            names = _behind(conn, todo[start : start + BATCH], files)
             jobs = [(memory_dir / n, files[n], seen.get(n, (None, None))[1], index_file) for n in names]
             fresh = dict(zip(names, read_all(jobs), strict=True))
             with _writing(conn):
-                _apply(conn, fresh, gone if start == 0 else [])
+                _apply(conn, fresh, gone if start == 0 else {})
             if progress is not None:
                 progress(min(start + BATCH, len(todo)), len(todo))
+
+
+def _behind(conn: sqlite3.Connection, names: list[str], files: dict[str, str]) -> list[str]:
+    if not names:
+        return names
+    marks = ",".join("?" * len(names))
+    stored = dict(conn.execute(f"SELECT name, stamp FROM files WHERE name IN ({marks})", names))  # noqa: S608
+    return [n for n in names if stored.get(n) != files[n]]
 
 
 @contextlib.contextmanager
@@ -273,7 +310,7 @@ def _readers(count: int) -> Iterator[Callable[[list[tuple[Any, ...]]], list[_Fre
     def read_all(jobs: list[tuple[Any, ...]]) -> list[_Fresh]:
         try:
             return list(pool.map(_read_job, jobs, chunksize=25))
-        except BrokenProcessPool:  # a worker was killed (memory limits): finish here
+        except (BrokenProcessPool, OSError):  # workers killed or not allowed: read here
             return [_read(*job) for job in jobs]
 
     with pool:
@@ -285,14 +322,19 @@ def _read_job(job: tuple[Any, ...]) -> _Fresh:
 
 
 def _read(path: Path, stamp: str, version: str | None, index_file: Indexed) -> _Fresh:
+    """One file as the index needs it. Whatever goes wrong with one file (unreadable, gone,
+    YAML its parser rejects) leaves that file out, as `check` reports it; never the index."""
     try:
         data = read_bytes(path)
-    except SagememError:
+    except (SagememError, OSError):
         return _Fresh(stamp, None, None, None)
     now = hashlib.sha256(data).hexdigest()
     if now == version:
         return _Fresh(stamp, now, None, None, same=True)
-    built = index_file(path.name, data, int(stamp.split()[0]) / 1e9)
+    try:
+        built = index_file(path.name, data, int(stamp.split()[0]) / 1e9)
+    except Exception:  # noqa: BLE001 - one odd file must not take search down
+        built = None
     if built is None:
         return _Fresh(stamp, now, None, None)
     return _Fresh(stamp, now, *built)
@@ -402,7 +444,7 @@ class _Changes:
         return pairs.tobytes() if pairs else None
 
 
-def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: list[str]) -> None:
+def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, str]) -> None:
     """Write one batch of changes, checked against the rows as they are now (another process
     may have written some of them since this one looked)."""
     arrays = _Arrays(conn)
@@ -412,24 +454,24 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: list[str]) 
     def release(doc: int, tokens: bytes | None) -> None:
         if tokens is None:
             return
-        described, paragraphs, pids = marshal.loads(tokens)
+        described, paragraphs, pids = json.loads(tokens)
         changes.remove(0, described, doc)
         for tf, pid in zip(paragraphs, pids, strict=True):
             changes.remove(1, tf, pid)
             arrays.release(pid)
         arrays.describe(doc, 0)
 
-    for name in gone:
-        row = conn.execute("SELECT doc, tokens FROM files WHERE name = ?", (name,)).fetchone()
-        if row is not None:
-            release(*row)
+    for name, seen in gone.items():
+        row = conn.execute("SELECT doc, tokens, stamp FROM files WHERE name = ?", (name,)).fetchone()
+        if row is not None and row[2] == seen:  # else it came back since this process looked
+            release(row[0], row[1])
             conn.execute("DELETE FROM files WHERE doc = ?", (row[0],))
     for name, item in fresh.items():
         row = conn.execute(
             "SELECT doc, stamp, version, entry, tokens FROM files WHERE name = ?", (name,)
         ).fetchone()
-        if row is not None and row[1] == item.stamp:
-            continue  # another process got here first
+        if row is not None and (row[1] == item.stamp or _ctime(row[1]) > _ctime(item.stamp)):
+            continue  # another process wrote this state, or a newer one, meanwhile
         if item.same and row is not None and row[2] == item.version:
             entry = None if row[3] is None else _restamp(row[3], int(item.stamp.split()[0]) / 1e9)
             conn.execute("UPDATE files SET stamp = ?, entry = ? WHERE doc = ?", (item.stamp, entry, row[0]))
@@ -452,7 +494,7 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: list[str]) 
                 pid = arrays.take(sum(tf.values()), doc, start, end)
                 changes.put(1, tf, pid)
                 pids.append(pid)
-            tokens = marshal.dumps((described, paragraphs, pids))
+            tokens = json.dumps((described, paragraphs, pids), ensure_ascii=False)
         baseline = bool(item.entry and item.entry[7])
         conn.execute(
             "UPDATE files SET stamp = ?, version = ?, baseline = ?, entry = ?, tokens = ? WHERE doc = ?",
@@ -460,7 +502,7 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: list[str]) 
                 item.stamp,
                 item.version,
                 baseline,
-                None if item.entry is None else marshal.dumps(item.entry),
+                None if item.entry is None else json.dumps(item.entry, ensure_ascii=False),
                 tokens,
                 doc,
             ),
@@ -487,8 +529,14 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: list[str]) 
     )
 
 
-def _restamp(entry: bytes, mtime: float) -> bytes:
-    """An entry blob with a new mtime (field 6): the bytes are unchanged, the stat is not."""
-    fields = list(marshal.loads(entry))
+def _restamp(entry: str, mtime: float) -> str:
+    """An entry with a new mtime (field 6): the bytes are unchanged, the stat is not."""
+    fields = json.loads(entry)
     fields[6] = mtime
-    return marshal.dumps(tuple(fields))
+    return json.dumps(fields, ensure_ascii=False)
+
+
+def _ctime(stamp: str) -> int:
+    """A stamp's ctime: it only grows as a file changes, so of two states the newer has the
+    larger one (stamps are `mtime size inode ctime`, in nanoseconds)."""
+    return int(stamp.rsplit(" ", 1)[-1])

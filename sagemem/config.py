@@ -9,6 +9,7 @@ current directory (project memory, found the way git finds `.git`), else
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -47,16 +48,26 @@ def temp_dir(env: Mapping[str, str] | None = None) -> Path | None:
     """A folder of this user's own under the system temp dir, the last place to write a cache
     or a log (a sandbox, dsh's for one, may allow nothing else); None if one that is not
     private is already there."""
+    if not hasattr(os, "getuid"):
+        return None  # no owner to check (Windows): no shared-folder fallback
     env = os.environ if env is None else env
-    user = os.getuid() if hasattr(os, "getuid") else os.getpid()
-    folder = Path(env.get("TMPDIR") or "/tmp") / f"sagemem-{user}"
+    folder = Path(env.get("TMPDIR") or "/tmp") / f"sagemem-{os.getuid()}"
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = os.lstat(folder)
     except OSError:
         return None
-    mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()
-    return folder if mine and stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o077 else None
+    private = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+    return folder if private else None
+
+
+def fallback_state_dir(state_dir: Path) -> Path | None:
+    """Where a state dir's session ledgers go when it cannot be written: its own folder in
+    `temp_dir()`."""
+    temp = temp_dir()
+    if temp is None:
+        return None
+    return temp / f"state-{hashlib.sha256(str(state_dir).encode('utf-8')).hexdigest()[:16]}"
 
 
 def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -8,7 +8,7 @@ read side, fetching postings term by term and entries only when they become resu
 
 from __future__ import annotations
 
-import marshal
+import json
 import re
 import sqlite3
 from collections import Counter
@@ -97,6 +97,12 @@ class Corpus:
     def close(self) -> None:
         self._conn.close()
 
+    def __enter__(self) -> Corpus:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     @property
     def vocabulary(self) -> _Postings:
         """Every indexed term (a container: `term in corpus.vocabulary`)."""
@@ -108,17 +114,17 @@ class Corpus:
             row = self._conn.execute("SELECT entry FROM files WHERE doc = ?", (doc,)).fetchone()
             if row is None or row[0] is None:
                 raise cache.CacheDamaged(f"no entry for document {doc}")
-            found = self._entries[doc] = _entry(marshal.loads(row[0]))
+            found = self._entries[doc] = _entry(json.loads(row[0]))
         return found
 
     def entries(self) -> list[Entry]:
         """Every memory, in name order."""
         rows = self._conn.execute("SELECT entry FROM files WHERE entry IS NOT NULL")
-        return sorted((_entry(marshal.loads(e)) for (e,) in rows), key=lambda e: (name_key(e.file), e.file))
+        return sorted((_entry(json.loads(e)) for (e,) in rows), key=lambda e: (name_key(e.file), e.file))
 
     def baseline(self) -> list[Entry]:
         rows = self._conn.execute("SELECT entry FROM files WHERE baseline AND entry IS NOT NULL")
-        return [_entry(marshal.loads(e)) for (e,) in rows]
+        return [_entry(json.loads(e)) for (e,) in rows]
 
 
 class _Terms:

@@ -31,6 +31,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ BEGIN = "# sagemem: begin (written by `sagemem install dsh`; `sagemem uninstall 
 END = "# sagemem: end"
 EVENTS = ("SessionStart", "UserPromptSubmit")
 HOOK_TIMEOUT = 30  # seconds, per hook: the bridge's default is ten minutes
-_EMPTY_LIST = re.compile(r"^[ \t]*\[[ \t]*\][ \t]*(#.*)?$", re.M)
+_EMPTY_LIST = re.compile(r"^\[[ \t]*\][ \t]*(#[^\r\n]*)?\r?$", re.M)  # the template's top-level `[]`
 
 
 def dsh_home(env: dict[str, str] | None = None) -> Path:
@@ -65,26 +66,27 @@ def patch_path(home: Path, profile: str | None) -> Path:
 def find_bridge(explicit: str | None = None) -> Path | None:
     """The bridge's entry module: from `explicit` (the package folder or the module), else
     beside the `dsh` on PATH, else in npm's global folder."""
-    places: list[Path] = []
     if explicit:
-        places.append(Path(explicit).expanduser())
-    found = shutil.which("dsh")
-    if found:
-        real = Path(found).resolve()
-        places += [p / BRIDGE for p in real.parents if p.name == "node_modules"][:1]
-        places.append(real.parent.parent / "lib" / "node_modules" / BRIDGE)
-    try:
-        root = subprocess.run(["npm", "root", "-g"], capture_output=True, text=True, timeout=20, check=True)
-        places.append(Path(root.stdout.strip()) / BRIDGE)
-    except (OSError, subprocess.SubprocessError):
-        pass
-    for place in places:
-        entry = _entry_module(place)
-        if entry is not None:
-            return entry
-    if explicit:
-        raise SagememError(f"{explicit}: not the {BRIDGE} package or its entry module")
+        found = _entry_module(Path(explicit).expanduser())
+        if found is None:
+            raise SagememError(f"{explicit}: not the {BRIDGE} package or its entry module")
+        return found
+    for place in _bridge_places():
+        found = _entry_module(place)
+        if found is not None:
+            return found
     return None
+
+
+def _bridge_places() -> Iterator[Path]:
+    dsh = shutil.which("dsh")
+    if dsh:
+        yield from [p / BRIDGE for p in Path(dsh).resolve().parents if p.name == "node_modules"][:1]
+    try:  # asked only when the place beside dsh did not have it
+        root = subprocess.run(["npm", "root", "-g"], capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return
+    yield Path(root.stdout.strip()) / BRIDGE
 
 
 def _entry_module(place: Path) -> Path | None:
@@ -145,17 +147,32 @@ def apply(
     dry_run: bool = False,
     env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Install (`add`) or uninstall; returns what changed and what is left for the person."""
+    """Install (`add`) or uninstall; returns what changed and what is left for the person.
+    Everything is worked out and checked first; only then is anything written."""
     home = dsh_home(env)
     path = patch_path(home, profile)
+    if profile is not None and not path.parent.is_dir():
+        # dsh sets a profile up on its first use; a folder made here would look set up.
+        raise SagememError(f"{path.parent}: no such dsh profile (start `dsh --profile {profile}` once first)")
+    target = path.resolve() if path.is_symlink() else path  # a dotfiles link stays a link
     hooks_file = home / "sagemem" / "hooks.json"
-    original = path.read_text("utf-8") if path.exists() else None
+    raw = target.read_bytes() if target.exists() else None
+    original = None if raw is None else _decode(path, raw)
     before = _parse(path, original)
-    kept = _without_block(original or "")
-    changes, todo = [], []
+    kept = _without_block(path, original or "")
+    newline = "\r\n" if "\r\n" in (original or "") else "\n"
+    changes: list[str] = []
+    todo: list[str] = []
+    settings: bytes | None = None
     if add:
+        elsewhere = [str(p) for p in _layers(home) if p != path and BEGIN in _text(p)]
+        if elsewhere:
+            raise SagememError(
+                f"sagemem is already loaded by {elsewhere[0]}; dsh would load it twice"
+                " (uninstall it there first); nothing was changed"
+            )
         command = sagemem_command()
-        entry = find_bridge(bridge)
+        entry = find_bridge(bridge) or _bridge_in(before)
         with_mcp = importlib.util.find_spec("mcp") is not None
         if entry is None:  # dsh does not ship its Claude Code hooks bridge
             todo.append(BRIDGE_INSTALL)
@@ -164,33 +181,40 @@ def apply(
         if todo:
             todo.append("sagemem install dsh" + (f" --profile {profile}" if profile else ""))
         ours = block(hooks_file, entry, command, with_mcp) if entry is not None or with_mcp else ""
-        text = _with_block(kept, ours) if ours else kept
+        text = _with_block(kept, ours.replace("\n", newline)) if ours else kept
         settings = (json.dumps(hooks_settings(command), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-        if not hooks_file.exists() or hooks_file.read_bytes() != settings:
-            changes.append(f"wrote the bridge's hook settings to {hooks_file}")
-            if not dry_run:
-                hooks_file.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(hooks_file, settings)
+    elif original is not None and BEGIN in original:
+        text = kept if _parse(path, kept) is not None else kept.rstrip("\r\n") + f"{newline}[]{newline}"
     else:
-        text = kept if _parse(path, kept) is not None or original is None else kept.rstrip("\n") + "\n[]\n"
-        if hooks_file.exists():
-            changes.append(f"removed {hooks_file}")
-            if not dry_run:
-                hooks_file.unlink()
-                _remove_empty(hooks_file.parent)
-    after = _parse(path, text)
-    if original is not None or add:
-        _check(path, before, after, add)
-    backup = None
-    if text != (original or "") and (original is not None or text.strip()):
+        text = original or ""  # nothing of sagemem's in this layer
+    _check(path, before, _parse(path, text), add)
+    rewrite = text != (original or "")
+    if rewrite:
         changes.append(f"{'added' if add else 'removed'} sagemem's rows (hooks bridge, MCP server)")
-        if not dry_run:
-            if original is not None:
+    hooks_now = hooks_file.read_bytes() if hooks_file.exists() else None
+    # The hooks file is shared by every layer: it goes only when no layer loads sagemem.
+    drop_hooks = (
+        not add and hooks_now is not None and not any(BEGIN in _text(p) for p in _layers(home) if p != path)
+    )
+    if add and hooks_now != settings:
+        changes.append(f"wrote the bridge's hook settings to {hooks_file}")
+    if drop_hooks:
+        changes.append(f"removed {hooks_file}")
+    backup = None
+    if not dry_run:
+        if rewrite:
+            if raw is not None:
                 stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
                 backup = path.with_name(f"{path.name}.sagemem-backup-{stamp}")
-                backup.write_text(original, "utf-8")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, text.encode("utf-8"))
+                shutil.copy2(target, backup)  # the same bytes and permissions
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, text.encode("utf-8"))
+        if add and settings is not None and hooks_now != settings:
+            hooks_file.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(hooks_file, settings)
+        if drop_hooks:
+            hooks_file.unlink()
+            _remove_empty(hooks_file.parent)
     return {
         "path": str(path),
         "changes": changes,
@@ -201,15 +225,47 @@ def apply(
     }
 
 
-def _without_block(text: str) -> str:
+def _layers(home: Path) -> list[Path]:
+    """Every patch layer that can load sagemem: the home one and each profile's."""
+    return [home / "cordis.patch.yml", *sorted(home.glob("profiles/*/cordis.patch.yml"))]
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SagememError(f"{path}: not UTF-8 text; nothing was changed") from None
+
+
+def _bridge_in(entries: list[Any] | None) -> Path | None:
+    """The bridge module an earlier install found, if it is still there: running install
+    again from a shell without `dsh` on its PATH must not unload the hooks."""
+    for entry in entries or []:
+        if _is_ours(entry):
+            for row in entry["insert"]:
+                module = Path(str(row.get("name", "")))
+                if row.get("id") == "sagemem-hooks" and module.is_file():
+                    return module
+    return None
+
+
+def _without_block(path: Path, text: str) -> str:
     start = text.find(BEGIN)
     if start < 0:
         return text
     end = text.find(END, start)
     if end < 0:
-        raise SagememError(f"a `{BEGIN[:17]}` line without its `{END}` line; remove the block by hand")
+        raise SagememError(f"{path}: `{BEGIN[:17]}` without its `{END}` line; remove the block by hand")
     end += len(END)
-    return text[:start] + text[end:].removeprefix("\n")
+    rest = text[end:]
+    return text[:start] + rest[2:] if rest.startswith("\r\n") else text[:start] + rest.removeprefix("\n")
 
 
 def _with_block(text: str, ours: str) -> str:

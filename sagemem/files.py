@@ -113,9 +113,11 @@ def fsync_dir(directory: Path) -> None:
 def _mode_for(path: Path) -> int:
     """Keep an existing file's permissions; new files get 0o666 less the umask, like open()."""
     try:
-        return stat.S_IMODE(os.lstat(path).st_mode)
+        info = os.lstat(path)
     except FileNotFoundError:
         return 0o666 & ~_umask()
+    # A link's own mode is 0o777 and says nothing: the new file gets the default.
+    return 0o666 & ~_umask() if stat.S_ISLNK(info.st_mode) else stat.S_IMODE(info.st_mode)
 
 
 def _umask() -> int:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import corpus as corpus_module
 from . import ledger as access
 from . import render, retrieve
-from .config import Settings
+from .config import Settings, fallback_state_dir
 from .corpus import Corpus, Entry
 from .errors import SagememError
 from .files import read_bytes
@@ -135,7 +136,19 @@ def inject(
     corpus: Corpus | None = None,
     max_bytes: int | None = None,
 ) -> Injection:
-    corpus = corpus or corpus_module.load(memory_dir, state_dir)
+    if corpus is None:
+        with corpus_module.load(memory_dir, state_dir) as own:
+            return inject(
+                memory_dir,
+                state_dir,
+                query,
+                settings,
+                session=session,
+                reset=reset,
+                task=task,
+                corpus=own,
+                max_bytes=max_bytes,
+            )
     result = retrieve.search(corpus, query, settings)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
     plan = _Plan(
@@ -145,14 +158,22 @@ def inject(
     if session is None:
         injection = plan.run(Ledger(""), stateless=True)
     else:
-        try:
-            with open_ledger(state_dir, session, reset=reset) as ledger:
-                injection = plan.run(ledger, stateless=False)
-        except (OSError, SagememError) as exc:
-            # An unwritable state dir (a sandbox) costs the session memory, never the injection.
+        injection, failure = None, None
+        # An unwritable state dir (a sandbox) moves the session's ledger to the temp dir, and
+        # failing that costs the session its memory, never the injection.
+        for place in _ledger_places(state_dir):
+            try:
+                with open_ledger(place, session, reset=reset) as ledger:
+                    injection = plan.run(ledger, stateless=False)
+                break
+            except (OSError, SagememError) as exc:
+                injection, failure = None, failure or exc
+        if failure is not None:
+            log_once(state_dir, f"session ledger not written in the state dir: {_reason(failure)}")
+        if injection is None:
             injection = plan.run(Ledger(session), stateless=False)
-            injection.diagnostics["ledger_error"] = str(exc)
-            log_once(state_dir, f"session ledger not written, injecting without it: {_reason(exc)}")
+        if failure is not None:
+            injection.diagnostics["ledger_error"] = str(failure)
     if injection.snippets:
         try:
             access.record(state_dir, "injected", (s.file for s in injection.snippets))
@@ -160,6 +181,13 @@ def inject(
             injection.diagnostics["access_error"] = str(exc)
             log_once(state_dir, f"access ledger not written: {_reason(exc)}")
     return injection
+
+
+def _ledger_places(state_dir: Path) -> Iterator[Path]:
+    yield state_dir
+    fallback = fallback_state_dir(state_dir)  # made only once the state dir has failed
+    if fallback is not None:
+        yield fallback
 
 
 class _Plan:

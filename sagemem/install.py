@@ -110,6 +110,7 @@ def apply(
 
 def _edit_json(path: Path, change: Any, dry_run: bool) -> tuple[list[str], str | None]:
     """Apply `change` to the JSON object in `path`; write it (after a backup) if it changed."""
+    path = path.resolve() if path.is_symlink() else path  # a dotfiles link stays a link
     original = path.read_bytes() if path.exists() else None
     try:
         data = json.loads(original.decode("utf-8")) if original else {}

@@ -2,15 +2,13 @@
 
 Each tool calls the `MemoryStore` facade directly, so every rule of the CLI holds here too:
 one-segment names, no reserved files, size caps, version-guarded writes, conflicts kept.
-Nothing but protocol goes to stdout. The server keeps the searchable index in memory and
-watches the directory (`watchdog`): any change made by people, editors (atomic saves
-included) or git marks it stale, and the next search reloads it, so a burst of changes costs
-one reload, and nothing needs a restart.
+Nothing but protocol goes to stdout. Each search brings the persisted index up to date first
+(a listing of the directory when nothing changed), so what people, editors or git changed
+is found at once and nothing needs a restart; no read snapshot is held between calls.
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,6 @@ except ImportError:  # mcp 1.x
 
 from .errors import SagememError, VersionConflict
 from .store import MemoryStore
-from .watch import observe
 
 INSTRUCTIONS = (
     "File-based memory of this user and project: Markdown notes of preferences, decisions, "
@@ -34,31 +31,9 @@ INSTRUCTIONS = (
 )
 
 
-class _Warm:
-    """The corpus, kept in memory until a file event marks it stale."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self.store = store
-        self.corpus: Any = None
-        self.stale = threading.Event()
-        self.stale.set()
-        self.watching = observe(store.memory_dir, self.stale.set) is not None
-
-    def get(self) -> Any:
-        if not self.watching:
-            return self.store.corpus()  # no watcher: check the files' stat on every call
-        if self.stale.is_set() or self.corpus is None:
-            self.stale.clear()
-            if self.corpus is not None:
-                self.corpus.close()  # ends its read snapshot of the index
-            self.corpus = self.store.corpus()
-        return self.corpus
-
-
 def build(store: MemoryStore) -> Any:
     """The server, with its tools bound to `store`."""
     server = _Server("sagemem", instructions=INSTRUCTIONS)
-    warm = _Warm(store)
 
     @server.tool()
     def memory_search(query: str, limit: int = 5) -> list[dict[str, Any]]:
@@ -67,7 +42,7 @@ def build(store: MemoryStore) -> Any:
         is relevant."""
         from .inject import read_snippet
 
-        hits = store.search(query, limit=max(1, min(limit, 20)), corpus=warm.get()).hits
+        hits = store.search(query, limit=max(1, min(limit, 20))).hits
         found = []
         for hit in hits:
             snippet = read_snippet(store.memory_dir, hit.entry, hit.start, hit.end)

@@ -50,7 +50,11 @@ def check_name(name: object) -> str:
         raise InvalidName(name, "must not start with '.'")
     if not name.lower().endswith(".md") or len(name) == 3:
         raise InvalidName(name, "must end in '.md'")
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:  # bytes the file system gave that are not UTF-8
+        raise InvalidName(name.encode("utf-8", "replace").decode(), "must be valid UTF-8") from None
+    if size > MAX_NAME_BYTES:
         raise InvalidName(name, f"must be at most {MAX_NAME_BYTES} bytes long")
     if is_reserved(name):
         raise InvalidName(name, "is reserved (MEMORY.md and session-log.md are not memories)")

@@ -584,7 +584,10 @@ class MemoryStore:
         settings = self.settings()
         if limit is not None:
             settings = settings._replace(limit=max(1, limit))
-        return retrieve.search(corpus or self.corpus(), query, settings)
+        if corpus is not None:
+            return retrieve.search(corpus, query, settings)
+        with self.corpus() as own:  # results carry their entries: nothing reads it later
+            return retrieve.search(own, query, settings)
 
     def inject(
         self, query: str, *, session: str | None = None, reset: bool = False, task: str | None = None

@@ -67,7 +67,7 @@ def watch(store: MemoryStore, report: Callable[[str], None], stop: threading.Eve
     current = list(store.check().findings)
     for finding in current:
         report(_line("+", finding))
-    store.corpus()
+    store.corpus().close()  # brings the search index up to date
     observer = observe(store.memory_dir, changed.set)
     if observer is None:
         raise SagememError("watching needs the watchdog package: pip install watchdog")
@@ -81,7 +81,7 @@ def watch(store: MemoryStore, report: Callable[[str], None], stop: threading.Eve
                     return
             try:
                 fresh = list(store.check().findings)
-                store.corpus()  # keeps the search cache current
+                store.corpus().close()  # keeps the search index current
             except Exception as exc:  # a half-written directory: report, go on watching
                 report(f"! {exc}")
                 continue

@@ -74,7 +74,12 @@ def contents(corpus: Corpus) -> dict[str, Any]:
         "terms": terms,
         "description_lengths": sorted((n, corpus.descriptions.lengths[d]) for d, n in names.items()),
         "paragraph_lengths": lengths,
-        "stats": (corpus.count, corpus.descriptions.total, corpus.paragraphs.count, corpus.paragraphs.total),
+        "stats": (
+            corpus.count,
+            corpus.descriptions.total,
+            corpus.paragraphs.documents,
+            corpus.paragraphs.total,
+        ),
     }
 
 
@@ -284,3 +289,44 @@ def test_concurrent_updaters_leave_a_consistent_index(dance: MemoryStore, tmp_pa
         assert proc.returncode == 0, err
         assert out.strip() == "ok"
     assert contents(load(dance.memory_dir, dance.state_dir)) == contents(fresh(dance))
+
+
+def test_one_odd_file_is_left_out_and_the_index_is_kept(dance: MemoryStore) -> None:
+    """A file the YAML parser chokes on (a 5,000-digit number) or cannot read is not a
+    reason to throw the index away."""
+    opened(dance)
+    (dance.memory_dir / "project_odd.md").write_text(f"---\nname: {'1' * 5000}\n---\nbody\n")
+    corpus, read = opened(dance)
+    assert read == ["project_odd.md"]
+    assert [h.file for h in search(corpus, "kerfuffle trophy").hits] == ["reference_competition_rules.md"]
+    _, read = opened(dance)
+    assert read == []  # stored as "not a memory", not retried on every call
+
+
+def test_a_build_where_worker_processes_cannot_start_reads_in_process(
+    dance: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import concurrent.futures
+
+    class Forbidden(concurrent.futures.ProcessPoolExecutor):
+        def map(self, *args: Any, **kwargs: Any) -> Any:
+            raise PermissionError("process creation is not allowed here")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Forbidden)
+    monkeypatch.setattr(cache, "PARALLEL_FROM", 2)
+    expected = contents(fresh(dance))
+    assert contents(load(dance.memory_dir, dance.state_dir)) == expected
+    assert (dance.state_dir / "cache" / cache.DB_NAME).is_file()  # built in the state dir all the same
+
+
+def test_another_versions_index_and_a_planted_link_are_left_alone(dance: MemoryStore, tmp_path: Path) -> None:
+    folder = dance.state_dir / "cache"
+    folder.mkdir(parents=True, exist_ok=True)
+    other = folder / "index-v3.sqlite"
+    other.write_bytes(b"another sagemem version's index")
+    elsewhere = tmp_path / "elsewhere.db"
+    (folder / cache.DB_NAME).symlink_to(elsewhere)  # as a cloned repository could ship it
+    expected = [search(fresh(dance), q) for q in QUERIES]
+    assert [search(load(dance.memory_dir, dance.state_dir), q) for q in QUERIES] == expected
+    assert other.read_bytes() == b"another sagemem version's index"
+    assert not elsewhere.exists()  # nothing was written through the link

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sagemem import dsh
+from sagemem import cache, dsh
 from sagemem.errors import SagememError
 
 from .memories import DANCE, make
@@ -84,9 +84,12 @@ def test_in_a_sandbox_that_allows_only_the_temp_dir_it_still_injects(project: Pa
     }
     answer = context(hook({**PROMPT, "prompt": QUESTION}, project, env), "UserPromptSubmit")
     assert "Fifth Street" in answer
-    uid = os.getuid()
-    assert list((temp / f"sagemem-{uid}").glob("*/index.sqlite"))  # the index went to the temp dir
-    assert any((temp / f"sagemem-{uid}").glob("*.log"))  # the unwritable ledgers were logged there
+    private = temp / f"sagemem-{os.getuid()}"
+    assert list(private.glob(f"*/{cache.DB_NAME}"))  # the index went to the temp dir
+    assert list(private.glob("state-*/sessions/*.json"))  # and the session's ledger
+    assert any(private.glob("*.log"))  # what could not be written where it belongs is logged
+    again = hook({**PROMPT, "prompt": "remind me where the studio lease is and the rent"}, project, env)
+    assert again is None or "Fifth Street" not in context(again, "UserPromptSubmit")  # no repeats
 
 
 def bridge_package(tmp_path: Path) -> Path:
@@ -188,7 +191,11 @@ def test_a_broken_patch_file_is_refused_and_left_alone(
 
 
 def test_the_command_refuses_a_project_scope_and_a_bad_profile(home: Path) -> None:
-    for args, rule in [(["--scope", "project"], "no project settings"), (["--profile", "../x"], "profile")]:
+    for args, rule in [
+        (["--scope", "project"], "no project settings"),
+        (["--profile", "../x"], "profile"),
+        (["--profile", "never-used"], "no such dsh profile"),
+    ]:
         done = subprocess.run(
             [sys.executable, "-m", "sagemem", "install", "dsh", *args], capture_output=True, text=True
         )
@@ -210,3 +217,71 @@ def test_a_sage_mem_directory_is_used_as_it_is(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert "project_studio_opening.md" in found.stdout
+
+
+def test_a_linked_patch_file_stays_a_link_and_keeps_its_permissions(home: Path, tmp_path: Path) -> None:
+    dotfile = tmp_path / "dotfiles" / "dsh.yml"
+    dotfile.parent.mkdir()
+    dotfile.write_text(USERS_PATCH)
+    dotfile.chmod(0o600)
+    home.mkdir()
+    (home / "cordis.patch.yml").symlink_to(dotfile)
+    done = dsh.apply(add=True, bridge=str(bridge_package(tmp_path)))
+    assert (home / "cordis.patch.yml").is_symlink() and dsh.BEGIN in dotfile.read_text()
+    assert dotfile.stat().st_mode & 0o777 == 0o600
+    assert Path(done["backup"]).stat().st_mode & 0o777 == 0o600  # the backup is no easier to read
+    dsh.apply(add=False)
+    assert dotfile.read_text() == USERS_PATCH
+
+
+def test_crlf_files_come_back_byte_for_byte(home: Path, tmp_path: Path) -> None:
+    patch = home / "cordis.patch.yml"
+    patch.parent.mkdir(parents=True)
+    original = USERS_PATCH.replace("\n", "\r\n").encode()
+    patch.write_bytes(original)
+    done = dsh.apply(add=True, bridge=str(bridge_package(tmp_path)))
+    assert Path(done["backup"]).read_bytes() == original
+    assert b"\n" not in patch.read_bytes().replace(b"\r\n", b"")  # one line ending throughout
+    dsh.apply(add=False)
+    assert patch.read_bytes() == original
+
+
+def test_one_layer_only_and_the_shared_hook_settings_stay_while_used(home: Path, tmp_path: Path) -> None:
+    (home / "profiles" / "web").mkdir(parents=True)
+    dsh.apply(add=True, bridge=str(bridge_package(tmp_path)))
+    with pytest.raises(SagememError, match="already loaded by"):
+        dsh.apply(add=True, profile="web", bridge=str(bridge_package(tmp_path / "b")))
+    assert not (home / "profiles" / "web" / "cordis.patch.yml").exists()
+    done = dsh.apply(add=False, profile="web")
+    assert done["changes"] == [] and (home / "sagemem" / "hooks.json").is_file()
+
+
+def test_a_refused_change_writes_nothing_at_all(home: Path, tmp_path: Path) -> None:
+    package = bridge_package(tmp_path)
+    dsh.apply(add=True, bridge=str(package))
+    patch = home / "cordis.patch.yml"
+    edited = patch.read_text().replace("- insert:\n", "- insert:\n    - {id: my-own-row, name: x}\n")
+    patch.write_text(edited)  # the person added a row of their own inside sagemem's block
+    with pytest.raises(SagememError, match="nothing was changed"):
+        dsh.apply(add=False)
+    assert patch.read_text() == edited and (home / "sagemem" / "hooks.json").is_file()
+
+
+def test_installing_again_where_dsh_is_not_on_path_keeps_the_bridge(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = bridge_package(tmp_path)
+    dsh.apply(add=True, bridge=str(package))
+    before = (home / "cordis.patch.yml").read_text()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    done = dsh.apply(add=True)
+    assert done["todo"] is None and (home / "cordis.patch.yml").read_text() == before
+
+
+def test_init_makes_sagemems_own_directory_beside_a_sage_mem_one(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make(home / ".sage-mem" / "memory", DANCE)
+    before = sorted(p.name for p in (home / ".sage-mem" / "memory").iterdir())
+    subprocess.run([sys.executable, "-m", "sagemem", "init"], capture_output=True, check=True, cwd=tmp_path)
+    assert (home / ".sagemem" / "memory" / "MEMORY.md").is_file()
+    assert sorted(p.name for p in (home / ".sage-mem" / "memory").iterdir()) == before

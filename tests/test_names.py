@@ -82,3 +82,10 @@ def _accepted(name: str) -> bool:
 )
 def test_the_fast_listing_test_agrees_with_check_name(name: str) -> None:
     assert is_memory_name(name) == _accepted(name)
+
+
+def test_a_name_that_is_not_utf8_is_refused_not_a_crash() -> None:
+    name = b"caf\xe9.md".decode("utf-8", "surrogateescape")  # a Latin-1 name from an old archive
+    with pytest.raises(InvalidName, match="UTF-8"):
+        check_name(name)
+    assert not is_memory_name(name)

@@ -4,6 +4,8 @@ imports point one way and stay light."""
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
 import subprocess
 import sys
@@ -88,5 +90,34 @@ def test_inject_does_not_load_what_it_does_not_need(tmp_path: Path) -> None:
         "print(' '.join(m for m in heavy if m in sys.modules), file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "project_x.md" in done.stdout
+    assert done.stderr.strip() == ""
+
+
+def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
+    """Every import is paid on every prompt: none of these may creep onto the hook's path."""
+    memory = tmp_path / "m"
+    subprocess.run(
+        [sys.executable, "-m", "sagemem", "--dir", str(memory), "init"], check=True, capture_output=True
+    )
+    (memory / "project_x.md").write_text(
+        "---\ndescription: 部署 deploy notes\n---\n\n上线前先部署预发 deploy\n"
+    )
+    subprocess.run([sys.executable, "-m", "sagemem", "--dir", str(memory), "search", "x"], check=True)
+    event = json.dumps(
+        {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "怎么部署 deploy"}
+    )
+    code = (
+        "import io, sys\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({event.encode()!r}))\n"
+        "from sagemem.__main__ import main\n"
+        "sys.argv = ['sagemem', 'hook', 'claude-code']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = ('click', 'yaml', 'jieba', 'filelock', 'dataclasses', 'inspect', 'tempfile',"
+        " 'sagemem.store', 'multiprocessing', 'concurrent.futures')\n"
+        "print(' '.join(m for m in heavy if m in sys.modules), file=sys.stderr)"
+    )
+    env = {**os.environ, "SAGEMEM_DIR": str(memory)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert "project_x.md" in done.stdout
     assert done.stderr.strip() == ""

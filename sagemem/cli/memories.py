@@ -51,6 +51,12 @@ def init(ctx: _Context, git: bool, project: bool, as_json: bool) -> None:
         from ..config import PROJECT_DIR
 
         ctx.memory_dir = Path.cwd() / PROJECT_DIR
+    elif ctx.memory_dir is None:
+        from ..config import locate, user_memory_dir
+
+        if locate(None, ctx.state_dir).rule.startswith("sage-mem's"):
+            # `init` makes sagemem's own directory: sage-mem's is used, never set up, by sagemem.
+            ctx.memory_dir = user_memory_dir()
     changed = ctx.store.init(git=git)
     if as_json:
         return _print_json({"memory_dir": str(ctx.store.memory_dir), "changed": [str(p) for p in changed]})
