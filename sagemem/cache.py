@@ -1,4 +1,4 @@
-"""The persisted search index of a memory directory: `<state>/cache/index.sqlite`.
+"""The persisted search index of a memory directory: `<state>/cache/index-v4.sqlite`.
 
 SQLite, from the standard library, because it gives what a cache on the hot path needs:
 
@@ -6,22 +6,26 @@ SQLite, from the standard library, because it gives what a cache on the hot path
   the directory (names and stat only, never contents) and compares a digest of the listing
   with the one stored: when nothing changed, nothing else is read. When some files changed,
   only those are read; a file whose stat changed but whose bytes hash the same (`touch`) is
-  not re-tokenised; and only the postings of the terms those files hold are rewritten.
+  not re-tokenised; and only the postings of the terms those files hold are rewritten (with
+  the per-id arrays, four bytes per id).
 * **Read only what a query needs.** Postings are one packed blob per term, fetched for the
-  query's terms alone, and an entry is decoded only when it becomes a result, so a warm call
-  costs about the same at 1,000 memories as at 50,000, apart from listing the directory.
+  query's terms alone, and an entry is decoded only when it becomes a result; what grows
+  with the directory is the listing, its digest and the per-id arrays.
 * **Safe under concurrency.** Files are tokenised outside any lock; the changes are then
-  applied in one `BEGIN IMMEDIATE` transaction, which re-checks every row against what the
-  process saw, so two processes refreshing at once neither corrupt the index nor undo each
-  other. A large build commits in batches, so an interrupted build keeps its progress.
-* **Never trusted blindly.** A file SQLite reports damaged, or written by another format,
-  is deleted and rebuilt (it is derived data). An unwritable place (a sandbox) moves the
-  cache to the user's cache directory, then to a private folder in the system temp dir, and
-  failing both to memory: slower, same results.
+  applied in one `BEGIN IMMEDIATE` transaction that checks every row again: a state another
+  process stored meanwhile is kept when its ctime is newer, and a row that came back is not
+  deleted. Readers hold one WAL snapshot for one call. A large build commits in batches and
+  skips what another builder has stored, so an interrupted build keeps its progress.
+* **Never trusted blindly.** A file SQLite reports damaged, or whose content does not decode,
+  is deleted and built again (it is derived data); one odd memory file is only left out. The
+  format is in the file's name, so another sagemem version's index is left alone; links are
+  never written through. An unwritable place (a sandbox) moves the index to the user's cache
+  directory, then to a private folder in the system temp dir, and failing both to memory:
+  slower, same results.
 
 Document ids: a memory keeps its description id (`files.doc`) while it lives; paragraph ids
 are reused from freed ones. BM25 depends on ids only through the statistics kept beside them
-(`count`, `total`), so results are the same with and without the cache, fresh or updated.
+(`documents`, `total`), so results are the same with and without the cache, fresh or updated.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A Chinese run, or a Latin word/identifier: starts and ends with a letter or digit, and may
 # hold `_`, `.` and `-` inside. Patterns with the CJK ranges take milliseconds to compile,
 # which the hook would pay on every prompt, so text is first cut into runs of word characters
-# (`_WORDS`, cheap); only a run that is not ASCII is cut again with the full pattern, compiled
-# on first use. The result is the same as cutting with the full pattern alone.
+# (`_WORDS`, cheap); only a run that is not ASCII is cut again at its Chinese characters, with
+# one such pattern compiled on first use. The result is that of `RUNS` (a test checks it).
 RUNS = rf"[{CJK}]+|[^\W_{CJK}](?:(?:[^\W{CJK}]|[.\-])*[^\W_{CJK}])?"
 _WORDS = re.compile(r"[^\W_](?:[\w.\-]*[^\W_])?")
 _PARTS = re.compile(r"[^\W_]+")
@@ -107,14 +107,21 @@ def document_tokens(text: str) -> list[str]:
 def runs(text: str) -> Iterator[tuple[str, int, int, bool]]:
     """The runs of `text` (see `RUNS`): (text, start, end, whether it is Chinese)."""
     for word in _WORDS.finditer(text):
-        piece = word.group()
-        if piece.isascii():
-            yield piece, word.start(), word.end(), False
+        if word.group().isascii():
+            yield word.group(), word.start(), word.end(), False
             continue
-        full, chinese = _patterns()
-        for run in full.finditer(piece):
-            found = run.group()
-            yield found, word.start() + run.start(), word.start() + run.end(), bool(chinese.fullmatch(found))
+        # Chinese runs as they are; between them, Latin words cut as everywhere else.
+        position = word.start()
+        for run in _chinese().finditer(text, word.start(), word.end()):
+            yield from _latin(text, position, run.start())
+            yield run.group(), run.start(), run.end(), True
+            position = run.end()
+        yield from _latin(text, position, word.end())
+
+
+def _latin(text: str, start: int, end: int) -> Iterator[tuple[str, int, int, bool]]:
+    for word in _WORDS.finditer(text, start, end):
+        yield word.group(), word.start(), word.end(), False
 
 
 def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
@@ -153,7 +160,7 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
 
 
 def has_cjk(text: str) -> bool:
-    return not text.isascii() and _patterns()[1].search(text) is not None
+    return not text.isascii() and _chinese().search(text) is not None
 
 
 def _segment(run: str) -> list[str]:
@@ -204,15 +211,15 @@ def stretch_pairs(stretch: str) -> list[str]:
 
 
 _stop_split: re.Pattern[str] | None = None
-_full: tuple[re.Pattern[str], re.Pattern[str]] | None = None
+_chinese_run: re.Pattern[str] | None = None
 
 
-def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """`RUNS` and a Chinese run, compiled on first use."""
-    global _full
-    if _full is None:
-        _full = (re.compile(RUNS), re.compile(f"[{CJK}]+"))
-    return _full
+def _chinese() -> re.Pattern[str]:
+    """A run of Chinese characters, compiled on first use."""
+    global _chinese_run
+    if _chinese_run is None:
+        _chinese_run = re.compile(f"[{CJK}]+")
+    return _chinese_run
 
 
 _jieba_module = None

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sagemem.tokenize import CJK, RUNS, document_tokens, latin_tokens, query_tokens, runs, stem
@@ -65,6 +65,7 @@ def test_two_query_words_the_memories_write_as_one_become_that_word() -> None:
     assert query_tokens("push it for me", set(document_tokens("forme"))) == ["push"]
 
 
+@settings(max_examples=500)
 @given(st.text(alphabet=st.sampled_from("ab Z9_.-:/ é中文部署ｱ\u3400\uf900。，x\t"), max_size=40))
 def test_runs_cut_text_exactly_as_the_full_pattern_does(text: str) -> None:
     full = re.compile(RUNS)
