@@ -1,4 +1,4 @@
-"""The persisted search index of a memory directory: `<state>/cache/index-v4.sqlite`.
+"""The persisted search index of a memory directory: `<state>/cache/index-v4-<key>.sqlite`.
 
 SQLite, from the standard library, because it gives what a cache on the hot path needs:
 
@@ -18,8 +18,9 @@ SQLite, from the standard library, because it gives what a cache on the hot path
   skips what another builder has stored, so an interrupted build keeps its progress.
 * **Never trusted blindly.** A file SQLite reports damaged, or whose content does not decode,
   is deleted and built again (it is derived data); one odd memory file is only left out. The
-  format is in the file's name, so another sagemem version's index is left alone; links are
-  never written through. An unwritable place (a sandbox) moves the index to the user's cache
+  format and a key of the memory dir are in the file's name, so another sagemem version's
+  index, or another directory's in a shared state dir, is left alone; links are never
+  written through. An unwritable place (a sandbox) moves the index to the user's cache
   directory, then to a private folder in the system temp dir, and failing both to memory:
   slower, same results.
 
@@ -46,8 +47,7 @@ from .files import read_bytes
 from .names import is_memory_name
 
 FORMAT = 4
-# The format is in the name: two sagemem versions sharing a directory keep one index each.
-DB_NAME = f"index-v{FORMAT}.sqlite"
+
 DEAD = 0xFFFFFFFF  # a free paragraph id
 BATCH = 500  # files tokenised per transaction
 PARALLEL_FROM = 1000  # files to read before worker processes repay their start
@@ -193,29 +193,34 @@ def _snapshot(conn: sqlite3.Connection) -> Snapshot:
     return Snapshot(conn, meta, arrays)
 
 
-def _places(memory_dir: Path, state_dir: Path) -> Iterator[Path | None]:
-    """Where the index may live, in order of preference; None: in memory."""
-    yield state_dir / "cache"
+def db_name(memory_dir: Path) -> str:
+    """The index's file name. The format is in it, so two sagemem versions sharing a directory
+    keep one index each; so is a key of the memory dir, so directories that share a state dir
+    (`SAGEMEM_STATE_DIR`) or a cache dir never share an index."""
     key = hashlib.sha256(str(memory_dir.absolute()).encode("utf-8")).hexdigest()[:16]
-    yield user_cache_dir() / key
+    return f"index-v{FORMAT}-{key}.sqlite"
+
+
+def _places(memory_dir: Path, state_dir: Path) -> Iterator[Path]:
+    """Where the index may live, in order of preference."""
+    name = db_name(memory_dir)
+    yield state_dir / "cache" / name
+    yield user_cache_dir() / name
     temp = temp_dir()
     if temp is not None:
-        yield temp / key
-    yield None
+        yield temp / name
 
 
-def _connect(place: Path | None) -> sqlite3.Connection:
-    if place is None:
+def _connect(db: Path | None) -> sqlite3.Connection:
+    if db is None:
         conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     else:
-        place.mkdir(parents=True, exist_ok=True)
+        db.parent.mkdir(parents=True, exist_ok=True)
         # The state dir may come with a cloned repository: never write through a link.
         for suffix in ("", "-wal", "-shm", "-journal"):
-            if (place / (DB_NAME + suffix)).is_symlink():
-                raise OSError(f"{place / (DB_NAME + suffix)}: a link; the index is not written through one")
-        conn = sqlite3.connect(
-            place / DB_NAME, timeout=BUSY_MS / 1000, check_same_thread=False, isolation_level=None
-        )
+            if db.with_name(db.name + suffix).is_symlink():
+                raise OSError(f"{db.name}{suffix}: a link; the index is not written through one")
+        conn = sqlite3.connect(db, timeout=BUSY_MS / 1000, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA trusted_schema=OFF")
         # WAL: a reader keeps one consistent snapshot while writers go on committing.
         conn.execute("PRAGMA journal_mode=WAL")
@@ -230,10 +235,10 @@ def _connect(place: Path | None) -> sqlite3.Connection:
     return conn
 
 
-def _remove(place: Path) -> None:
+def _remove(db: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(OSError):
-            (place / (DB_NAME + suffix)).unlink()
+            db.with_name(db.name + suffix).unlink()
 
 
 @contextlib.contextmanager

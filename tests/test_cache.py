@@ -220,7 +220,7 @@ def test_any_sequence_of_changes_leaves_the_index_a_fresh_build_would(
 def test_a_damaged_index_is_rebuilt_not_trusted(dance: MemoryStore, damage: str) -> None:
     expected = [search(fresh(dance), q) for q in QUERIES]
     load(dance.memory_dir, dance.state_dir).close()
-    db = dance.state_dir / "cache" / cache.DB_NAME
+    db = dance.state_dir / "cache" / cache.db_name(dance.memory_dir)
     if damage == "garbage":
         db.write_bytes(b"not a database at all" * 100)
     elif damage == "truncate":
@@ -246,7 +246,7 @@ def test_an_unwritable_state_dir_moves_the_cache_and_changes_no_result(
     blocked.write_text("a file where the state dir should be")
     corpus = load(dance.memory_dir, blocked / "state")
     assert [search(corpus, q) for q in QUERIES] == expected
-    assert list((tmp_path / "home" / ".cache" / "sagemem").glob(f"*/{cache.DB_NAME}"))
+    assert (tmp_path / "home" / ".cache" / "sagemem" / cache.db_name(dance.memory_dir)).is_file()
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked / "cache"))  # nowhere to write at all
     corpus = load(dance.memory_dir, blocked / "state")
     assert [search(corpus, q) for q in QUERIES] == expected
@@ -316,7 +316,9 @@ def test_a_build_where_worker_processes_cannot_start_reads_in_process(
     monkeypatch.setattr(cache, "PARALLEL_FROM", 2)
     expected = contents(fresh(dance))
     assert contents(load(dance.memory_dir, dance.state_dir)) == expected
-    assert (dance.state_dir / "cache" / cache.DB_NAME).is_file()  # built in the state dir all the same
+    assert (
+        dance.state_dir / "cache" / cache.db_name(dance.memory_dir)
+    ).is_file()  # built in the state dir all the same
 
 
 def test_another_versions_index_and_a_planted_link_are_left_alone(dance: MemoryStore, tmp_path: Path) -> None:
@@ -325,8 +327,20 @@ def test_another_versions_index_and_a_planted_link_are_left_alone(dance: MemoryS
     other = folder / "index-v3.sqlite"
     other.write_bytes(b"another sagemem version's index")
     elsewhere = tmp_path / "elsewhere.db"
-    (folder / cache.DB_NAME).symlink_to(elsewhere)  # as a cloned repository could ship it
+    (folder / cache.db_name(dance.memory_dir)).symlink_to(elsewhere)  # as a cloned repository could ship it
     expected = [search(fresh(dance), q) for q in QUERIES]
     assert [search(load(dance.memory_dir, dance.state_dir), q) for q in QUERIES] == expected
     assert other.read_bytes() == b"another sagemem version's index"
     assert not elsewhere.exists()  # nothing was written through the link
+
+
+def test_directories_sharing_a_state_dir_never_share_an_index(tmp_path: Path) -> None:
+    """SAGEMEM_STATE_DIR set once for several projects: each keeps its own index, even where
+    they hold files of the same name."""
+    state = tmp_path / "state"
+    one = make(tmp_path / "one", {"project_notes.md": "---\ndescription: zither lessons\n---\n\nzither\n"})
+    two = make(tmp_path / "two", {"project_notes.md": "---\ndescription: oboe lessons\n---\n\noboe\n"})
+    for _ in range(2):
+        for store, word in ((one, "zither"), (two, "oboe")):
+            hits = search(load(store.memory_dir, state), f"{word} lessons").hits
+            assert [h.description for h in hits] == [f"{word} lessons"]

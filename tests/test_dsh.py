@@ -85,7 +85,7 @@ def test_in_a_sandbox_that_allows_only_the_temp_dir_it_still_injects(project: Pa
     answer = context(hook({**PROMPT, "prompt": QUESTION}, project, env), "UserPromptSubmit")
     assert "Fifth Street" in answer
     private = temp / f"sagemem-{os.getuid()}"
-    assert list(private.glob(f"*/{cache.DB_NAME}"))  # the index went to the temp dir
+    assert list(private.glob(f"index-v{cache.FORMAT}-*.sqlite"))  # the index went to the temp dir
     assert list(private.glob("state-*/sessions/*.json"))  # and the session's ledger
     assert any(private.glob("*.log"))  # what could not be written where it belongs is logged
     again = hook({**PROMPT, "prompt": "remind me where the studio lease is and the rent"}, project, env)
