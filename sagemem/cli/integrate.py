@@ -139,6 +139,33 @@ def mcp(ctx: _Context) -> None:
 
 
 @cli.command()
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="Port on 127.0.0.1 (default: any free one)."
+)
+@click.option("--no-open", is_flag=True, help="Print the URL; do not open a browser.")
+@pass_ctx
+def ui(ctx: _Context, port: int, no_open: bool) -> None:
+    """Serve a local web page to browse, edit, archive and check the memories.
+
+    Only on 127.0.0.1, and only for the URL printed (it carries this run's token).
+
+    \b
+    Example:
+        sagemem ui --no-open
+    """
+    from ..ui import serve
+
+    store = ctx.store
+    store.memories()  # a missing directory fails here, with the usual message
+    try:
+        serve(store, port=port, open_browser=not no_open, announce=lambda line: click.echo(line, err=True))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+
+
+@cli.command()
 @pass_ctx
 def watch(ctx: _Context) -> None:
     """Watch the memory directory: print health problems as they appear (+) and clear (-),

@@ -1,0 +1,403 @@
+"""`sagemem ui`: a local web page to look after the memories, a thin face over `MemoryStore`.
+
+Served by the standard library's HTTP server on 127.0.0.1 only. Every rule of the library
+holds because every action calls the library: names are checked, writes are version guarded
+(a stale save becomes a recorded conflict), locked memories are not archived, bulk changes
+take a snapshot first.
+
+Who may talk to it:
+
+* Every request carries the run's random token: in the URL the command prints (the page then
+  keeps it in a cookie), or in the `X-Sagemem-Token` header. A request without it is refused.
+* The `Host` header must name this server (`127.0.0.1:<port>` or `localhost:<port>`), so a
+  DNS-rebinding page on another name gets nothing; a request with an `Origin` header must
+  come from this server, so another site cannot post to it.
+* Changes (POST, PUT) need the token in the header, not only the cookie.
+
+The page itself is plain HTML, CSS and JavaScript shipped in the package (`ui_static/`),
+with no build step and nothing loaded from the internet.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import mimetypes
+import secrets
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from .errors import MemoryNotFound, SagememError, VersionConflict
+from .names import check_name
+from .store import MemoryStore
+
+COOKIE = "sagemem_ui"
+HEADER = "X-Sagemem-Token"
+MAX_BODY = 1024 * 1024
+STATIC = ("index.html", "app.js", "style.css")
+
+
+class Refused(Exception):
+    """A request the server will not serve: (status, message)."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class App:
+    """The API: one method per route, each a call into the store."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    # -- reading ------------------------------------------------------------------------
+
+    def overview(self, _query: dict[str, str]) -> dict[str, Any]:
+        """Every memory (live and archived) with what the list, the chips and the star map
+        need; the header's counts."""
+        store = self.store
+        scan = store.scan()
+        locked = store.locked()
+        uses = store.ledger()
+        now = time.time()
+
+        def item(memory: Any, archived: bool) -> dict[str, Any]:
+            record = uses.get(memory.file)
+            last = record.last_used if record else None
+            return {
+                "file": memory.file,
+                "name": memory.title,
+                "description": memory.description,
+                "type": memory.type,
+                "tags": list(memory.tags),
+                "updated": memory.updated,
+                "bytes": memory.size,
+                "version": memory.version,
+                "locked": memory.file.lower() in locked,
+                "archived": archived,
+                "archived_reason": str(memory.extra.get("archived_reason", "")) if archived else "",
+                "archived_at": str(memory.extra.get("archived_at", "")) if archived else "",
+                "idle_days": None if last is None else int((now - last) // 86400),
+            }
+
+        live = [item(m, False) for m in scan.memories]
+        archived = [item(m, True) for m in store.archived()]
+        tags: dict[str, int] = {}
+        types: dict[str, int] = {}
+        for entry in live:
+            types[entry["type"]] = types.get(entry["type"], 0) + 1
+            for tag in entry["tags"]:
+                tags[tag] = tags.get(tag, 0) + 1
+        return {
+            "memory_dir": str(store.memory_dir),
+            "memories": live + archived,
+            "broken": [{"file": p.file, "rule": p.rule} for p in scan.problems],
+            "types": dict(sorted(types.items())),
+            "tags": dict(sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "problems": store.check().problems,
+            "conflicts": len(store.conflicts()),
+        }
+
+    def search(self, query: dict[str, str]) -> dict[str, Any]:
+        """The files `sagemem search` ranks for `q`, best first (the page ANDs them with its chips)."""
+        text = query.get("q", "").strip()
+        if not text:
+            return {"files": []}
+        result = self.store.search(text, limit=30)
+        return {"files": list(dict.fromkeys(h.file for h in result.ranked))}
+
+    def memory(self, query: dict[str, str]) -> dict[str, Any]:
+        file = _name(query.get("file"))
+        if query.get("archived") == "1":
+            found = next((m for m in self.store.archived() if m.file == file), None)
+            if found is None:
+                raise MemoryNotFound(file)
+            path = self.store.memory_dir / "archive" / found.file
+            return {"file": file, "archived": True, "version": found.version, "text": path.read_text("utf-8")}
+        read = self.store.read(file)
+        return {
+            "file": read.file,
+            "archived": False,
+            "version": read.version,
+            "text": read.text,
+            "problem": read.problem,
+        }
+
+    def candidates(self, _query: dict[str, str]) -> dict[str, Any]:
+        return {"candidates": [c.to_dict() for c in self.store.candidates()]}
+
+    def health(self, _query: dict[str, str]) -> dict[str, Any]:
+        return self.store.check().to_dict()
+
+    def snapshots(self, _query: dict[str, str]) -> dict[str, Any]:
+        return {"snapshots": [s.to_dict() for s in self.store.snapshots()]}
+
+    def conflicts(self, _query: dict[str, str]) -> dict[str, Any]:
+        return {"conflicts": [c.to_dict() for c in self.store.conflicts()]}
+
+    # -- changing -----------------------------------------------------------------------
+
+    def save(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Write the whole file, guarded by the version the page loaded (None: create)."""
+        file = _name(body.get("file"))
+        text = body.get("text")
+        if not isinstance(text, str):
+            raise Refused(HTTPStatus.BAD_REQUEST, "`text` must be the file's whole text")
+        expected = body.get("expected_version")
+        memory = self.store.write(file, text, expected_version=expected, writer="sagemem ui")
+        return {"file": memory.file, "version": memory.version}
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        tags = body.get("tags") or []
+        memory = self.store.create(
+            type=str(body.get("type") or ""),
+            name=str(body.get("name") or ""),
+            description=str(body.get("description") or ""),
+            body=str(body.get("body") or ""),
+            tags=[str(t) for t in tags] if isinstance(tags, list) else [],
+            writer="sagemem ui",
+        )
+        return {"file": memory.file, "version": memory.version}
+
+    def archive(self, body: dict[str, Any]) -> dict[str, Any]:
+        memory = self.store.archive(
+            _name(body.get("file")), reason=str(body.get("reason") or "archived in sagemem ui")
+        )
+        return {"file": memory.file}
+
+    def restore(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"file": self.store.restore(_name(body.get("file"))).file}
+
+    def lock(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"changed": self.store.lock(_name(body.get("file")))}
+
+    def unlock(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"changed": self.store.unlock(_name(body.get("file")))}
+
+    def apply_candidates(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Archive the chosen candidates, each on its own (one refusal does not stop the rest)."""
+        wanted = {_name(f) for f in body.get("files") or []}
+        reasons = {c.file: c.reason for c in self.store.candidates()}
+        done, refused = [], []
+        if wanted:
+            made = self.store.snapshot(label="before archiving candidates in sagemem ui", kind="auto")
+        for file in sorted(wanted):
+            if file not in reasons:
+                refused.append({"file": file, "error": "no longer an archive candidate"})
+                continue
+            try:
+                self.store.archive(file, reason=reasons[file])
+                done.append(file)
+            except SagememError as exc:
+                refused.append({"file": file, "error": str(exc)})
+        return {"archived": done, "refused": refused, "snapshot": made.id if wanted else None}
+
+    def fix(self, _body: dict[str, Any]) -> dict[str, Any]:
+        return {"changes": self.store.fix()}
+
+    def rollback(self, body: dict[str, Any]) -> dict[str, Any]:
+        scope = str(body.get("scope") or "files")
+        if scope not in ("files", "all"):
+            raise Refused(HTTPStatus.BAD_REQUEST, "scope must be files or all")
+        return self.store.rollback(str(body.get("id") or ""), scope=scope)
+
+    def resolve(self, body: dict[str, Any]) -> dict[str, Any]:
+        keep = str(body.get("keep") or "")
+        if keep not in ("disk", "proposed"):
+            raise Refused(HTTPStatus.BAD_REQUEST, "keep must be disk or proposed")
+        return self.store.resolve_conflict(str(body.get("id") or ""), keep, writer="sagemem ui").to_dict()
+
+
+GET_ROUTES = {
+    "/api/overview": App.overview,
+    "/api/search": App.search,
+    "/api/memory": App.memory,
+    "/api/candidates": App.candidates,
+    "/api/health": App.health,
+    "/api/snapshots": App.snapshots,
+    "/api/conflicts": App.conflicts,
+}
+POST_ROUTES = {
+    "/api/save": App.save,
+    "/api/create": App.create,
+    "/api/archive": App.archive,
+    "/api/restore": App.restore,
+    "/api/lock": App.lock,
+    "/api/unlock": App.unlock,
+    "/api/candidates/apply": App.apply_candidates,
+    "/api/fix": App.fix,
+    "/api/rollback": App.rollback,
+    "/api/conflicts/resolve": App.resolve,
+}
+
+
+def _name(raw: Any) -> str:
+    """A memory file name from the page, checked by the library's own rule (no paths)."""
+    if not isinstance(raw, str):
+        raise Refused(HTTPStatus.BAD_REQUEST, "`file` must be a memory file name")
+    return check_name(raw)
+
+
+def _status(exc: Exception) -> HTTPStatus:
+    if isinstance(exc, Refused):
+        return exc.status
+    if isinstance(exc, VersionConflict):
+        return HTTPStatus.CONFLICT
+    if isinstance(exc, (MemoryNotFound, KeyError)):
+        return HTTPStatus.NOT_FOUND
+    return HTTPStatus.BAD_REQUEST
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, store: MemoryStore, port: int = 0, token: str | None = None) -> None:
+        self.app = App(store)
+        self.token = token or secrets.token_urlsafe(24)
+        self.lock = threading.Lock()  # one change at a time; reads go on in parallel
+        super().__init__(("127.0.0.1", port), Handler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/?token={self.token}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Server
+    server_version = "sagemem-ui"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass  # quiet: the terminal shows the URL and errors only
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._serve(change=False)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._serve(change=True)
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._serve(change=True)
+
+    def _serve(self, *, change: bool) -> None:
+        try:
+            url = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            self._admit(query, change)
+            if change:
+                handler = POST_ROUTES.get(url.path)
+                if handler is None:
+                    raise Refused(HTTPStatus.NOT_FOUND, f"no such action: {url.path}")
+                with self.server.lock:
+                    self._json(HTTPStatus.OK, handler(self.server.app, self._body()))
+            elif url.path.startswith("/api/"):
+                route = GET_ROUTES.get(url.path)
+                if route is None:
+                    raise Refused(HTTPStatus.NOT_FOUND, f"no such page: {url.path}")
+                self._json(HTTPStatus.OK, route(self.server.app, query))
+            else:
+                self._static(url.path, "token" in query)
+        except VersionConflict as exc:
+            current = (
+                self.server.app.store.read(exc.file)
+                if (self.server.app.store.memory_dir / exc.file).exists()
+                else None
+            )
+            self._json(
+                HTTPStatus.CONFLICT,
+                {
+                    "error": str(exc),
+                    "conflict_id": exc.conflict_id,
+                    "file": exc.file,
+                    "theirs": current.text if current else None,
+                    "theirs_version": current.version if current else None,
+                },
+            )
+        except (Refused, SagememError, KeyError, ValueError) as exc:
+            self._json(_status(exc), {"error": str(exc)})
+
+    def _admit(self, query: dict[str, str], change: bool) -> None:
+        """The token, the Host and the Origin, as the module docstring says."""
+        port = self.server.port
+        allowed = {f"127.0.0.1:{port}", f"localhost:{port}"}
+        if self.headers.get("Host", "") not in allowed:
+            raise Refused(HTTPStatus.FORBIDDEN, "wrong Host: this server answers only to 127.0.0.1")
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in {f"http://{a}" for a in allowed}:
+            raise Refused(HTTPStatus.FORBIDDEN, "requests from other sites are refused")
+        given = self.headers.get(HEADER) or ("" if change else query.get("token") or self._cookie())
+        if not given or not hmac.compare_digest(given, self.server.token):
+            raise Refused(HTTPStatus.FORBIDDEN, "a valid token is needed (open the URL `sagemem ui` printed)")
+
+    def _cookie(self) -> str:
+        for part in self.headers.get("Cookie", "").split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == COOKIE:
+                return value
+        return ""
+
+    def _body(self) -> dict[str, Any]:
+        size = int(self.headers.get("Content-Length") or 0)
+        if size > MAX_BODY:
+            raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request too large")
+        try:
+            data = json.loads(self.rfile.read(size) or b"{}")
+        except ValueError:
+            raise Refused(HTTPStatus.BAD_REQUEST, "the body must be JSON") from None
+        if not isinstance(data, dict):
+            raise Refused(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
+        return data
+
+    def _static(self, path: str, set_cookie: bool) -> None:
+        name = "index.html" if path in ("/", "/index.html") else path.lstrip("/")
+        if name not in STATIC:
+            raise Refused(HTTPStatus.NOT_FOUND, f"no such page: {path}")
+        data = resources.files("sagemem").joinpath("ui_static", name).read_bytes()
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", mimetypes.guess_type(name)[0] or "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        if set_cookie:
+            self.send_header("Set-Cookie", f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _json(self, status: HTTPStatus, data: Any) -> None:
+        payload = json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def serve(store: MemoryStore, *, port: int = 0, open_browser: bool = True, announce: Any = print) -> None:
+    """Serve until interrupted."""
+    server = Server(store, port)
+    announce(f"sagemem ui: {server.url}  (Ctrl-C to stop)")
+    if open_browser:
+        import webbrowser
+
+        threading.Thread(target=webbrowser.open, args=(server.url,), daemon=True).start()
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
+def static_dir() -> Path:
+    return Path(str(resources.files("sagemem").joinpath("ui_static")))

@@ -1,0 +1,287 @@
+"""`sagemem ui` at the HTTP level: who may talk to it, and every action going through the store."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sagemem import MemoryStore
+from sagemem.ui import Server
+
+from .memories import DANCE, make
+
+TOKEN = "test-token-0123456789"
+
+
+class Client:
+    def __init__(self, server: Server) -> None:
+        self.port = server.port
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        token: str | None = TOKEN,
+        host: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any, http.client.HTTPResponse]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        sent = {"Host": host or f"127.0.0.1:{self.port}", **(headers or {})}
+        if token is not None:
+            sent["X-Sagemem-Token"] = token
+        payload = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        conn.request(method, path, body=payload, headers=sent)
+        response = conn.getresponse()
+        raw = response.read()
+        conn.close()
+        kind = response.getheader("Content-Type") or ""
+        return response.status, json.loads(raw) if kind.startswith("application/json") else raw, response
+
+    def get(self, path: str, **kwargs: Any) -> tuple[int, Any]:
+        status, data, _ = self.call("GET", path, **kwargs)
+        return status, data
+
+    def post(self, path: str, body: Any, **kwargs: Any) -> tuple[int, Any]:
+        status, data, _ = self.call("POST", path, body, **kwargs)
+        return status, data
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    files = dict(DANCE)
+    files["project_old_plan.md"] = (
+        "---\nname: Old plan\ndescription: the 2019 studio plan\ntype: project\ntags: [studio, plan]\n"
+        "updated: 2019-05-01\n---\n\nA plan nobody uses any more.\n"
+    )
+    return make(tmp_path / "mem", files)
+
+
+@pytest.fixture
+def client(store: MemoryStore) -> Iterator[Client]:
+    server = Server(store, token=TOKEN)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield Client(server)
+    server.shutdown()
+    server.server_close()
+
+
+def test_without_the_token_nothing_is_served(client: Client) -> None:
+    assert client.get("/api/overview", token=None)[0] == 403
+    assert client.get("/api/overview", token="wrong")[0] == 403
+    assert client.get("/", token=None)[0] == 403
+    status, page, response = client.call("GET", f"/?token={TOKEN}", token=None)
+    assert status == 200 and b'<script src="app.js">' in page
+    cookie = response.getheader("Set-Cookie") or ""
+    assert cookie.startswith(f"sagemem_ui={TOKEN}") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert client.get("/api/overview", token=None, headers={"Cookie": f"sagemem_ui={TOKEN}"})[0] == 200
+
+
+def test_a_foreign_host_or_origin_is_refused(client: Client, store: MemoryStore) -> None:
+    assert client.get("/api/overview", host=f"evil.example:{client.port}")[0] == 403  # DNS rebinding
+    assert client.get("/api/overview", host=f"localhost:{client.port}")[0] == 200
+    before = (store.memory_dir / "project_studio_opening.md").read_bytes()
+    status, _ = client.post(
+        "/api/archive", {"file": "project_studio_opening.md"}, headers={"Origin": "https://evil.example"}
+    )
+    assert status == 403
+    # A cross-site form can send the cookie but not the header: changes need the header.
+    status, _ = client.post(
+        "/api/archive",
+        {"file": "project_studio_opening.md"},
+        token=None,
+        headers={"Cookie": f"sagemem_ui={TOKEN}"},
+    )
+    assert status == 403
+    assert (store.memory_dir / "project_studio_opening.md").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/memory?file=../secret.md",
+        "/api/memory?file=%2Fetc%2Fpasswd",
+        "/api/memory?file=sub%2Fx.md",
+        "/api/memory?file=MEMORY.md",
+        "/api/memory?file=.sagemem",
+    ],
+)
+def test_nothing_outside_the_memory_files_is_served(client: Client, path: str) -> None:
+    status, data = client.get(path)
+    assert status == 400 and "error" in data
+
+
+@pytest.mark.parametrize("path", ["/../pyproject.toml", "/ui.py", "/%2e%2e/pyproject.toml", "/api/nothing"])
+def test_only_the_page_and_the_api_are_served(client: Client, path: str) -> None:
+    assert client.get(path)[0] == 404
+
+
+def test_the_overview_counts_types_tags_problems_and_conflicts(client: Client, store: MemoryStore) -> None:
+    store.lock("user_dancer_profile.md")
+    status, data = client.get("/api/overview")
+    assert status == 200
+    files = {m["file"]: m for m in data["memories"]}
+    assert set(files) >= {"project_studio_opening.md", "project_old_plan.md"}
+    assert data["tags"]["studio"] == 1 and data["types"]["project"] >= 2
+    assert files["user_dancer_profile.md"]["locked"] is True
+    assert data["problems"] == store.check().problems and data["conflicts"] == 0
+
+
+def test_search_gives_the_ranked_files_of_sagemem_search(client: Client, store: MemoryStore) -> None:
+    status, data = client.get("/api/search?q=studio%20lease%20rent")
+    assert status == 200
+    assert data["files"][0] == store.search("studio lease rent").hits[0].file
+
+
+def test_saving_over_the_version_read_writes_and_a_stale_save_is_a_recorded_conflict(
+    client: Client, store: MemoryStore
+) -> None:
+    status, memory = client.get("/api/memory?file=project_studio_opening.md")
+    assert status == 200
+    mine = memory["text"].replace("five years", "ten years")
+    status, saved = client.post(
+        "/api/save",
+        {"file": "project_studio_opening.md", "text": mine, "expected_version": memory["version"]},
+    )
+    assert status == 200 and store.read("project_studio_opening.md").text == mine
+    # Someone changes the file behind the page; the page saves on the version it loaded.
+    path = store.memory_dir / "project_studio_opening.md"
+    theirs = mine.replace("ten years", "seven years")
+    path.write_text(theirs)
+    status, refused = client.post(
+        "/api/save",
+        {
+            "file": "project_studio_opening.md",
+            "text": mine + "\nmore\n",
+            "expected_version": saved["version"],
+        },
+    )
+    assert status == 409 and refused["theirs"] == theirs and refused["conflict_id"]
+    assert path.read_text() == theirs  # nothing overwritten
+    conflict = store.conflict(refused["conflict_id"])
+    assert conflict.proposed == (mine + "\nmore\n").encode()
+    # Keeping one's own text means saving again on the version now on disk.
+    status, _ = client.post(
+        "/api/save",
+        {
+            "file": "project_studio_opening.md",
+            "text": mine + "\nmore\n",
+            "expected_version": refused["theirs_version"],
+        },
+    )
+    assert status == 200 and path.read_text() == mine + "\nmore\n"
+
+
+def test_create_archive_restore_lock_unlock(client: Client, store: MemoryStore) -> None:
+    status, made = client.post(
+        "/api/create",
+        {"type": "feedback", "name": "Short answers", "description": "answer briefly", "tags": ["style"]},
+    )
+    assert status == 200 and store.get(made["file"]).tags == ("style",)
+    assert client.post("/api/lock", {"file": made["file"]}) == (200, {"changed": True})
+    status, refused = client.post("/api/archive", {"file": made["file"]})
+    assert status == 400 and "locked" in refused["error"]
+    assert (store.memory_dir / made["file"]).is_file()
+    assert client.post("/api/unlock", {"file": made["file"]})[0] == 200
+    assert client.post("/api/archive", {"file": made["file"], "reason": "done with it"})[0] == 200
+    archived = {m["file"]: m for m in client.get("/api/overview")[1]["memories"] if m["archived"]}
+    assert archived[made["file"]]["archived_reason"] == "done with it"
+    status, text = client.get(f"/api/memory?file={made['file']}&archived=1")
+    assert status == 200 and "answer briefly" in text["text"]
+    assert client.post("/api/restore", {"file": made["file"]})[0] == 200
+    assert (store.memory_dir / made["file"]).is_file()
+
+
+def test_candidates_are_archived_after_a_snapshot(client: Client, store: MemoryStore) -> None:
+    status, data = client.get("/api/candidates")
+    assert status == 200 and "project_old_plan.md" in {c["file"] for c in data["candidates"]}
+    status, done = client.post(
+        "/api/candidates/apply", {"files": ["project_old_plan.md", "user_dancer_profile.md"]}
+    )
+    assert status == 200 and done["archived"] == ["project_old_plan.md"]
+    assert done["refused"] == [{"file": "user_dancer_profile.md", "error": "no longer an archive candidate"}]
+    assert done["snapshot"] in {s.id for s in store.snapshots()}
+
+
+def test_health_and_its_safe_fix_with_the_snapshot_it_takes(client: Client, store: MemoryStore) -> None:
+    path = store.memory_dir / "user_dancer_profile.md"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    status, report = client.get("/api/health")
+    assert status == 200 and any(f["check"] == "crlf" and f["file"] == path.name for f in report["findings"])
+    status, done = client.post("/api/fix", {})
+    assert status == 200 and done["changes"][0].startswith("snapshot ")
+    assert b"\r\n" not in path.read_bytes()
+
+
+def test_snapshots_list_and_roll_back_with_the_libraries_checks(client: Client, store: MemoryStore) -> None:
+    made = store.snapshot(label="before")
+    path = store.memory_dir / "project_studio_opening.md"
+    original = path.read_text()
+    path.write_text(original.replace("five years", "one year"))
+    status, data = client.get("/api/snapshots")
+    assert status == 200 and made.id in {s["id"] for s in data["snapshots"]}
+    assert client.post("/api/rollback", {"id": made.id, "scope": "everything"})[0] == 400
+    assert client.post("/api/rollback", {"id": "no-such-snapshot"})[0] in (400, 404)
+    status, _ = client.post("/api/rollback", {"id": made.id, "scope": "files"})
+    assert status == 200 and path.read_text() == original
+
+
+def test_conflicts_are_listed_and_resolved(client: Client, store: MemoryStore) -> None:
+    current = store.read("project_studio_opening.md")
+    (store.memory_dir / "project_studio_opening.md").write_text(current.text + "\nedited by hand\n")
+    status, refused = client.post(
+        "/api/save",
+        {"file": "project_studio_opening.md", "text": "mine\n", "expected_version": current.version},
+    )
+    assert status == 409
+    status, data = client.get("/api/conflicts")
+    assert [c["id"] for c in data["conflicts"]] == [refused["conflict_id"]]
+    assert client.post("/api/conflicts/resolve", {"id": refused["conflict_id"], "keep": "proposed"})[0] == 200
+    assert store.read("project_studio_opening.md").text == "mine\n"
+    assert client.get("/api/conflicts")[1]["conflicts"] == []
+
+
+def test_bad_requests_are_refused_clearly(client: Client) -> None:
+    status, data, _ = client.call("POST", "/api/archive", b"not json")
+    assert status == 400 and "JSON" in data["error"]
+    assert client.post("/api/nothing", {})[0] == 404
+    status, data, _ = client.call("POST", "/api/save", b"x" * (2 * 1024 * 1024))
+    assert status == 413
+
+
+def test_the_command_prints_a_tokened_local_url(store: MemoryStore) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sagemem", "--dir", str(store.memory_dir), "ui", "--no-open"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "BROWSER": "false"},
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert line.startswith("sagemem ui: http://127.0.0.1:") and "?token=" in line
+        url = line.split()[2]
+        port = int(url.split(":")[2].split("/")[0])
+        token = url.split("token=")[1]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/api/overview", headers={"X-Sagemem-Token": token})
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        assert response.status == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        if process.stderr is not None:
+            process.stderr.close()

@@ -1,0 +1,150 @@
+"""`sagemem ui` in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`)
+driven by selenium. `.ci/run` installs both; where they are missing these tests are skipped.
+
+A screenshot of each main page is saved in UI_SCREENSHOTS (default: a `ui-shots` folder in
+the test's temp dir), as `docs/ui.md`'s pictures are.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sagemem import MemoryStore
+from sagemem.ui import Server
+
+from .memories import DANCE, make
+
+webdriver = pytest.importorskip("selenium.webdriver")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromium and chromedriver")
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    files = dict(DANCE)
+    files["project_old_plan.md"] = (
+        "---\nname: Old plan\ndescription: the 2019 studio plan\ntype: project\ntags: [studio, plan]\n"
+        "updated: 2019-05-01\n---\n\n# Plan\n\nA plan **nobody** uses any more.\n"
+    )
+    files["reference_music.md"] = (
+        "---\nname: Music\ndescription: playlists for each class\ntype: reference\ntags: [music]\n---\n\n"
+        "- salsa\n- tango\n"
+    )
+    return make(tmp_path / "mem", files)
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("UI_SCREENSHOTS") or tmp_path / "ui-shots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def browser(store: MemoryStore) -> Iterator[Any]:
+    server = Server(store)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900", "--lang=en-US"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    driver.get(server.url)
+    WebDriverWait(driver, 20).until(ready.presence_of_element_located((By.CSS_SELECTOR, "#memory-list li")))
+    driver.execute_script("window.confirm = () => true")  # the page confirms before it moves anything
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()
+
+
+def wait(driver: Any, condition: Any, seconds: float = 20) -> Any:
+    return WebDriverWait(driver, seconds).until(condition)
+
+
+def listed(driver: Any) -> list[str]:
+    return [li.get_attribute("data-file") for li in driver.find_elements(By.CSS_SELECTOR, "#memory-list li")]
+
+
+def open_memory(driver: Any, file: str) -> None:
+    driver.find_element(By.CSS_SELECTOR, f'#memory-list li[data-file="{file}"]').click()
+    wait(driver, ready.presence_of_element_located((By.ID, "raw")))
+
+
+def test_the_list_filters_by_tag_and_opens_a_memory(browser: Any, shots: Path) -> None:
+    assert "project_old_plan.md" in listed(browser) and "reference_music.md" in listed(browser)
+    browser.save_screenshot(str(shots / "ui-list.png"))
+    browser.find_element(By.CSS_SELECTOR, '.chip[data-tag="music"]').click()
+    wait(browser, lambda d: listed(d) == ["reference_music.md"])
+    open_memory(browser, "reference_music.md")
+    assert [li.text for li in browser.find_elements(By.CSS_SELECTOR, ".rendered li")] == ["salsa", "tango"]
+    assert "tags: [music]" in browser.find_element(By.ID, "raw").text
+    browser.save_screenshot(str(shots / "ui-memory.png"))
+
+
+def test_edit_and_save_then_a_change_behind_the_page_shows_both_versions(
+    browser: Any, store: MemoryStore, shots: Path
+) -> None:
+    open_memory(browser, "project_old_plan.md")
+    browser.find_element(By.ID, "edit").click()
+    editor = wait(browser, ready.presence_of_element_located((By.ID, "editor")))
+    editor.send_keys("\nSaved from the page.")
+    browser.find_element(By.ID, "save").click()
+    wait(browser, lambda d: "Saved from the page." in d.find_element(By.ID, "raw").text)
+    assert store.read("project_old_plan.md").text.endswith("Saved from the page.")
+    # The file changes on disk while the page has it open for editing.
+    browser.find_element(By.ID, "edit").click()
+    editor = wait(browser, ready.presence_of_element_located((By.ID, "editor")))
+    path = store.memory_dir / "project_old_plan.md"
+    path.write_text(path.read_text() + "\nChanged by someone else.\n")
+    editor.send_keys("\nMy second change.")
+    browser.find_element(By.ID, "save").click()
+    compare = wait(browser, ready.presence_of_element_located((By.ID, "compare")))
+    assert "Changed by someone else." in browser.find_element(By.ID, "theirs").text
+    assert "My second change." in browser.find_element(By.ID, "mine").text
+    assert "Changed by someone else." in path.read_text() and "My second change." not in path.read_text()
+    assert len(store.conflicts()) == 1
+    browser.save_screenshot(str(shots / "ui-conflict.png"))
+    assert compare.is_displayed()
+
+
+def test_archive_and_restore(browser: Any, store: MemoryStore) -> None:
+    open_memory(browser, "reference_music.md")
+    browser.find_element(By.ID, "archive").click()
+    wait(browser, ready.presence_of_element_located((By.ID, "restore")))
+    assert not (store.memory_dir / "reference_music.md").exists()
+    assert (store.memory_dir / "archive" / "reference_music.md").is_file()
+    browser.find_element(By.ID, "restore").click()
+    wait(browser, ready.presence_of_element_located((By.ID, "archive")))
+    assert (store.memory_dir / "reference_music.md").is_file()
+
+
+def test_the_other_pages_and_the_star_map(browser: Any, shots: Path) -> None:
+    for tab, shown in (("candidates", "archive-candidates"), ("health", "fix"), ("stars", "stars")):
+        browser.find_element(By.CSS_SELECTOR, f'#tabs button[data-tab="{tab}"]').click()
+        wait(browser, ready.presence_of_element_located((By.ID, shown)))
+        time.sleep(0.2)
+        browser.save_screenshot(str(shots / f"ui-{tab}.png"))
+    # The star map drew something: some pixel of the canvas is not the background.
+    lit = browser.execute_script(
+        "const c = document.getElementById('stars'); const d = c.getContext('2d')"
+        ".getImageData(0, 0, c.width, c.height).data;"
+        "for (let i = 0; i < d.length; i += 4) if (d[i] > 60 || d[i + 1] > 60 || d[i + 2] > 60) return true;"
+        "return false;"
+    )
+    assert lit
