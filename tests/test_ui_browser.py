@@ -121,6 +121,15 @@ def test_edit_and_save_then_a_change_behind_the_page_shows_both_versions(
     assert len(store.conflicts()) == 1
     browser.save_screenshot(str(shots / "ui-conflict.png"))
     assert compare.is_displayed()
+    # The conflicts page lists it; keeping the refused write puts it on disk.
+    badge = wait(browser, lambda d: d.find_element(By.ID, "badge-conflicts"))
+    wait(browser, lambda d: badge.text.startswith("1 "))
+    badge.click()
+    keep = wait(browser, ready.element_to_be_clickable((By.CSS_SELECTOR, "button[data-keep='proposed']")))
+    browser.save_screenshot(str(shots / "ui-conflicts.png"))
+    keep.click()
+    wait(browser, lambda d: not store.conflicts())
+    assert "My second change." in path.read_text()
 
 
 def test_archive_and_restore(browser: Any, store: MemoryStore) -> None:
@@ -135,7 +144,12 @@ def test_archive_and_restore(browser: Any, store: MemoryStore) -> None:
 
 
 def test_the_other_pages_and_the_star_map(browser: Any, shots: Path) -> None:
-    for tab, shown in (("candidates", "archive-candidates"), ("health", "fix"), ("stars", "stars")):
+    for tab, shown in (
+        ("candidates", "archive-candidates"),
+        ("health", "fix"),
+        ("snapshots", "snapshots-none"),
+        ("stars", "stars"),
+    ):
         browser.find_element(By.CSS_SELECTOR, f'#tabs button[data-tab="{tab}"]').click()
         wait(browser, ready.presence_of_element_located((By.ID, shown)))
         time.sleep(0.2)
@@ -148,3 +162,56 @@ def test_the_other_pages_and_the_star_map(browser: Any, shots: Path) -> None:
         "return false;"
     )
     assert lit
+
+
+def test_keyboard_chinese_labels_and_a_narrow_window(store: MemoryStore, shots: Path) -> None:
+    server = Server(store)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=390,844", "--lang=zh-CN"):
+        options.add_argument(flag)
+    options.add_experimental_option("prefs", {"intl.accept_languages": "zh-CN"})
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    try:
+        driver.get(server.url)
+        wait(driver, ready.presence_of_element_located((By.CSS_SELECTOR, "#memory-list li")))
+        labels = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#tabs button")]
+        assert labels[0] == "记忆" and "星图" in labels
+        # Nothing wider than the window: the layout reflows instead.
+        assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+        driver.save_screenshot(str(shots / "ui-narrow-zh.png"))
+        # Keyboard only: focus the first memory and press Enter.
+        first = driver.find_element(By.CSS_SELECTOR, "#memory-list li")
+        driver.execute_script("arguments[0].focus()", first)
+        first.send_keys("\n")
+        wait(driver, ready.presence_of_element_located((By.ID, "raw")))
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()
+
+
+def star_position(file: str, width: float, height: float) -> tuple[float, float]:
+    """Where the page draws `file`'s star (the same hash as app.js: FNV-1a over code points)."""
+    seed = 2166136261
+    for char in file:
+        seed = ((seed ^ ord(char)) * 16777619) & 0xFFFFFFFF
+    return 20 + (seed % 10007) / 10007 * (width - 40), 20 + ((seed >> 13) % 10009) / 10009 * (height - 40)
+
+
+def test_a_star_names_its_memory_on_hover_and_opens_it_on_click(browser: Any) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="stars"]').click()
+    canvas = wait(browser, ready.presence_of_element_located((By.ID, "stars")))
+    width, height = canvas.size["width"], canvas.size["height"]
+    x, y = star_position("reference_music.md", width, height)
+    actions = ActionChains(browser).move_to_element_with_offset(
+        canvas, int(x - width / 2), int(y - height / 2)
+    )
+    actions.perform()
+    tip = browser.find_element(By.ID, "star-tip")
+    wait(browser, lambda d: tip.is_displayed() and "reference_music.md" in tip.text)
+    ActionChains(browser).click().perform()
+    wait(browser, lambda d: "tags: [music]" in d.find_element(By.ID, "raw").text)

@@ -269,7 +269,7 @@ async function healthPage(main) {
 
 async function snapshotsPage(main) {
   const { snapshots } = await api("/api/snapshots");
-  if (!snapshots.length) { main.append(h("p", {}, t("noSnapshots"))); return; }
+  if (!snapshots.length) { main.append(h("p", { id: "snapshots-none" }, t("noSnapshots"))); return; }
   main.append(h("table", {}, h("tbody", {}, snapshots.map((s) => {
     const scope = h("select", { "aria-label": "scope" }, h("option", { value: "files" }, "files"), h("option", { value: "all" }, "all"));
     return h("tr", {}, h("td", { class: "file" }, s.id), h("td", {}, s.created), h("td", {}, `${s.kind} ${s.label || ""}`), h("td", {}, `${s.files}`),
@@ -288,8 +288,8 @@ async function conflictsPage(main) {
     main.append(h("h3", {}, h("span", { class: "file" }, c.file), ` · ${c.id} · ${c.writer || ""} · ${c.reason || ""}`),
       h("div", { class: "compare" }, h("div", {}, h("h4", {}, t("onDisk")), h("pre", { class: "raw" }, c.disk ?? "")),
         h("div", {}, h("h4", {}, t("yours")), h("pre", { class: "raw" }, c.proposed ?? ""))),
-      h("div", { class: "actions" }, h("button", { type: "button", onclick: () => resolve("disk") }, t("keepDisk")),
-        h("button", { type: "button", onclick: () => resolve("proposed") }, t("keepProposed"))));
+      h("div", { class: "actions" }, h("button", { type: "button", "data-keep": "disk", onclick: () => resolve("disk") }, t("keepDisk")),
+        h("button", { type: "button", "data-keep": "proposed", onclick: () => resolve("proposed") }, t("keepProposed"))));
   }
 }
 
