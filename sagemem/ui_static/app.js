@@ -32,7 +32,10 @@ const COLORS = { user: "var(--user)", feedback: "var(--feedback)", project: "var
 const RGB = { user: "208,138,46", feedback: "61,154,106", project: "47,111,176", reference: "138,95,184" };
 
 const params = new URLSearchParams(location.search);
-if (params.get("token")) sessionStorage.setItem("sagemem-token", params.get("token"));
+if (params.get("token")) {
+  sessionStorage.setItem("sagemem-token", params.get("token"));
+  history.replaceState(null, "", location.pathname); // the token leaves the address bar
+}
 const TOKEN = sessionStorage.getItem("sagemem-token") || "";
 
 const state = { data: null, tab: "memories", type: "", tags: new Set(), query: "", hits: null, archived: false };
