@@ -7,12 +7,14 @@ take a snapshot first.
 
 Who may talk to it:
 
-* Every request carries the run's random token: in the URL the command prints (the page then
-  keeps it in a cookie), or in the `X-Sagemem-Token` header. A request without it is refused.
+* Every request carries the run's random token: the page and its two files in the URL (the
+  one the command prints; the page asks for its script and style with it), the API calls in
+  the `X-Sagemem-Token` header. A request without it is refused. There is no cookie: browsers
+  send cookies to every port of a host, so one would leak the token to other local servers.
 * The `Host` header must name this server (`127.0.0.1:<port>` or `localhost:<port>`), so a
   DNS-rebinding page on another name gets nothing; a request with an `Origin` header must
   come from this server, so another site cannot post to it.
-* Changes (POST, PUT) need the token in the header, not only the cookie.
+* Changes (POST, PUT) take the token only from the header, which another site cannot set.
 
 The page itself is plain HTML, CSS and JavaScript shipped in the package (`ui_static/`),
 with no build step and nothing loaded from the internet.
@@ -33,11 +35,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from .archive import ARCHIVE_DIR
 from .errors import MemoryNotFound, SagememError, VersionConflict
-from .names import check_name
+from .files import read_bytes
+from .names import check_name, name_key
 from .store import MemoryStore
 
-COOKIE = "sagemem_ui"
 HEADER = "X-Sagemem-Token"
 MAX_BODY = 1024 * 1024
 STATIC = ("index.html", "app.js", "style.css")
@@ -64,8 +67,9 @@ class App:
         need; the header's counts."""
         store = self.store
         scan = store.scan()
-        locked = store.locked()
-        uses = store.ledger()
+        troubles: list[str] = []  # one damaged state file must not take the whole page down
+        locked = _or(store.locked, set(), troubles)
+        uses = _or(store.ledger, {}, troubles)
         now = time.time()
 
         def item(memory: Any, archived: bool) -> dict[str, Any]:
@@ -80,7 +84,7 @@ class App:
                 "updated": memory.updated,
                 "bytes": memory.size,
                 "version": memory.version,
-                "locked": memory.file.lower() in locked,
+                "locked": name_key(memory.file) in locked,
                 "archived": archived,
                 "archived_reason": str(memory.extra.get("archived_reason", "")) if archived else "",
                 "archived_at": str(memory.extra.get("archived_at", "")) if archived else "",
@@ -88,7 +92,7 @@ class App:
             }
 
         live = [item(m, False) for m in scan.memories]
-        archived = [item(m, True) for m in store.archived()]
+        archived = [item(m, True) for m in _or(store.archived, [], troubles)]
         tags: dict[str, int] = {}
         types: dict[str, int] = {}
         for entry in live:
@@ -101,8 +105,9 @@ class App:
             "broken": [{"file": p.file, "rule": p.rule} for p in scan.problems],
             "types": dict(sorted(types.items())),
             "tags": dict(sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "problems": store.check().problems,
-            "conflicts": len(store.conflicts()),
+            "problems": _or(lambda: store.check().problems, 0, troubles),
+            "conflicts": len(_or(store.conflicts, [], troubles)),
+            "troubles": troubles,
         }
 
     def search(self, query: dict[str, str]) -> dict[str, Any]:
@@ -119,8 +124,8 @@ class App:
             found = next((m for m in self.store.archived() if m.file == file), None)
             if found is None:
                 raise MemoryNotFound(file)
-            path = self.store.memory_dir / "archive" / found.file
-            return {"file": file, "archived": True, "version": found.version, "text": path.read_text("utf-8")}
+            data = read_bytes(self.store.memory_dir / ARCHIVE_DIR / found.file)  # links and size refused
+            return {"file": file, "archived": True, "version": found.version, "text": data.decode("utf-8")}
         read = self.store.read(file)
         return {
             "file": read.file,
@@ -183,7 +188,10 @@ class App:
 
     def apply_candidates(self, body: dict[str, Any]) -> dict[str, Any]:
         """Archive the chosen candidates, each on its own (one refusal does not stop the rest)."""
-        wanted = {_name(f) for f in body.get("files") or []}
+        files = body.get("files") or []
+        if not isinstance(files, list):
+            raise Refused(HTTPStatus.BAD_REQUEST, "`files` must be a list of file names")
+        wanted = {_name(f) for f in files}
         reasons = {c.file: c.reason for c in self.store.candidates()}
         done, refused = [], []
         if wanted:
@@ -238,6 +246,14 @@ POST_ROUTES = {
 }
 
 
+def _or(read: Any, fallback: Any, troubles: list[str]) -> Any:
+    try:
+        return read()
+    except (SagememError, OSError, ValueError) as exc:
+        troubles.append(str(exc))
+        return fallback
+
+
 def _name(raw: Any) -> str:
     """A memory file name from the page, checked by the library's own rule (no paths)."""
     if not isinstance(raw, str):
@@ -276,6 +292,7 @@ class Server(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     server: Server
     server_version = "sagemem-ui"
+    timeout = 30  # seconds a client may stall before its connection is dropped
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass  # quiet: the terminal shows the URL and errors only
@@ -293,41 +310,40 @@ class Handler(BaseHTTPRequestHandler):
         try:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            body = self._body() if change else {}  # read before any lock: a slow client holds none
             self._admit(query, change)
             if change:
                 handler = POST_ROUTES.get(url.path)
                 if handler is None:
                     raise Refused(HTTPStatus.NOT_FOUND, f"no such action: {url.path}")
                 with self.server.lock:
-                    self._json(HTTPStatus.OK, handler(self.server.app, self._body()))
+                    self._json(HTTPStatus.OK, handler(self.server.app, body))
             elif url.path.startswith("/api/"):
                 route = GET_ROUTES.get(url.path)
                 if route is None:
                     raise Refused(HTTPStatus.NOT_FOUND, f"no such page: {url.path}")
                 self._json(HTTPStatus.OK, route(self.server.app, query))
             else:
-                self._static(url.path, "token" in query)
+                self._static(url.path)
         except VersionConflict as exc:
-            current = (
-                self.server.app.store.read(exc.file)
-                if (self.server.app.store.memory_dir / exc.file).exists()
-                else None
-            )
-            self._json(
-                HTTPStatus.CONFLICT,
-                {
-                    "error": str(exc),
-                    "conflict_id": exc.conflict_id,
-                    "file": exc.file,
-                    "theirs": current.text if current else None,
-                    "theirs_version": current.version if current else None,
-                },
-            )
-        except (Refused, SagememError, KeyError, ValueError) as exc:
+            self._json(HTTPStatus.CONFLICT, self._conflict(exc))
+        except (Refused, SagememError, KeyError, ValueError, TypeError) as exc:
             self._json(_status(exc), {"error": str(exc)})
+        except OSError as exc:
+            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{exc.strerror or exc}"})
+
+    def _conflict(self, exc: VersionConflict) -> dict[str, Any]:
+        """What the page needs to show both versions: the refused write is in the queue."""
+        data: dict[str, Any] = {"error": str(exc), "conflict_id": exc.conflict_id, "file": exc.file}
+        try:
+            current = self.server.app.store.read(exc.file)
+            data.update(theirs=current.text, theirs_version=current.version)
+        except (SagememError, OSError, ValueError):
+            data.update(theirs=None, theirs_version=None)  # gone, or not text: the queue has it
+        return data
 
     def _admit(self, query: dict[str, str], change: bool) -> None:
-        """The token, the Host and the Origin, as the module docstring says."""
+        """The Host, the Origin and the token, as the module docstring says."""
         port = self.server.port
         allowed = {f"127.0.0.1:{port}", f"localhost:{port}"}
         if self.headers.get("Host", "") not in allowed:
@@ -335,21 +351,18 @@ class Handler(BaseHTTPRequestHandler):
         origin = self.headers.get("Origin")
         if origin is not None and origin not in {f"http://{a}" for a in allowed}:
             raise Refused(HTTPStatus.FORBIDDEN, "requests from other sites are refused")
-        given = self.headers.get(HEADER) or ("" if change else query.get("token") or self._cookie())
-        if not given or not hmac.compare_digest(given, self.server.token):
+        given = self.headers.get(HEADER) or ("" if change else query.get("token", ""))
+        if not hmac.compare_digest(given.encode("utf-8", "replace"), self.server.token.encode("utf-8")):
             raise Refused(HTTPStatus.FORBIDDEN, "a valid token is needed (open the URL `sagemem ui` printed)")
 
-    def _cookie(self) -> str:
-        for part in self.headers.get("Cookie", "").split(";"):
-            key, _, value = part.strip().partition("=")
-            if key == COOKIE:
-                return value
-        return ""
-
     def _body(self) -> dict[str, Any]:
-        size = int(self.headers.get("Content-Length") or 0)
-        if size > MAX_BODY:
-            raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request too large")
+        try:
+            size = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            size = -1
+        if size < 0 or size > MAX_BODY:
+            self.close_connection = True  # the rest of the body is not read
+            raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request too large (1 MiB at most)")
         try:
             data = json.loads(self.rfile.read(size) or b"{}")
         except ValueError:
@@ -358,20 +371,26 @@ class Handler(BaseHTTPRequestHandler):
             raise Refused(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
         return data
 
-    def _static(self, path: str, set_cookie: bool) -> None:
+    def _static(self, path: str) -> None:
         name = "index.html" if path in ("/", "/index.html") else path.lstrip("/")
         if name not in STATIC:
             raise Refused(HTTPStatus.NOT_FOUND, f"no such page: {path}")
         data = resources.files("sagemem").joinpath("ui_static", name).read_bytes()
+        if name == "index.html":  # its script and style are asked for with the token too
+            token = self.server.token.encode("ascii")
+            for asset in (b"app.js", b"style.css"):
+                data = data.replace(b'"' + asset + b'"', b'"' + asset + b"?token=" + token + b'"')
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", mimetypes.guess_type(name)[0] or "application/octet-stream")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
-        self.send_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
+        self.send_header(
+            "Content-Security-Policy",
+            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none';"
+            " form-action 'none'",
+        )
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
-        if set_cookie:
-            self.send_header("Set-Cookie", f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/")
         self.end_headers()
         self.wfile.write(data)
 

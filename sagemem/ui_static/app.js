@@ -14,7 +14,8 @@ const TEXT = {
   saved: ["Saved.", "已保存。"], conflictTitle: ["The file changed on disk since this page loaded. Nothing was overwritten; your text is kept as conflict {id}.",
     "此页面打开后文件已在磁盘上被修改。没有覆盖任何内容；你的版本已保存为冲突 {id}。"],
   onDisk: ["On disk now", "磁盘上的当前版本"], yours: ["Your text", "你的版本"], keepMine: ["Save mine over it", "用我的版本覆盖"],
-  keepTheirs: ["Keep the file on disk", "保留磁盘上的版本"], reason: ["Reason (optional)", "原因（可选）"],
+  keepTheirs: ["Keep the file on disk", "保留磁盘上的版本"], keptDisk: ["The file on disk was kept.", "已保留磁盘上的版本。"],
+  diskThen: ["On disk when the write was refused", "写入被拒绝时磁盘上的版本"], troubles: ["Some state could not be read: {t}", "部分状态无法读取：{t}"], reason: ["Reason (optional)", "原因（可选）"],
   confirmArchive: ["Archive {f}? It moves to archive/ and can be restored.", "归档 {f}？文件会移到 archive/，可以恢复。"],
   noCandidates: ["No memory is idle past its type's threshold.", "没有超过闲置阈值的记忆。"],
   archiveChosen: ["Archive the chosen ones", "归档所选"], confirmCandidates: ["Archive {n} memories? A snapshot is taken first.", "归档 {n} 条记忆？会先创建快照。"],
@@ -31,12 +32,8 @@ const t = (key, vars = {}) => (TEXT[key] ? TEXT[key][ZH ? 1 : 0] : key).replace(
 const COLORS = { user: "var(--user)", feedback: "var(--feedback)", project: "var(--project)", reference: "var(--reference)" };
 const RGB = { user: "208,138,46", feedback: "61,154,106", project: "47,111,176", reference: "138,95,184" };
 
-const params = new URLSearchParams(location.search);
-if (params.get("token")) {
-  sessionStorage.setItem("sagemem-token", params.get("token"));
-  history.replaceState(null, "", location.pathname); // the token leaves the address bar
-}
-const TOKEN = sessionStorage.getItem("sagemem-token") || "";
+// The URL `sagemem ui` printed carries the token; every API call sends it in a header.
+const TOKEN = new URLSearchParams(location.search).get("token") || "";
 
 const state = { data: null, tab: "memories", type: "", tags: new Set(), query: "", hits: null, archived: false };
 
@@ -53,7 +50,7 @@ function h(tag, attrs = {}, ...children) {
 }
 
 async function api(path, body) {
-  const options = { headers: { "X-Sagemem-Token": TOKEN }, credentials: "same-origin" };
+  const options = { headers: { "X-Sagemem-Token": TOKEN } };
   if (body !== undefined) Object.assign(options, { method: "POST", body: JSON.stringify(body) });
   options.headers["Content-Type"] = "application/json";
   const response = await fetch(path, options);
@@ -76,6 +73,7 @@ async function load() {
   const conflicts = document.getElementById("badge-conflicts");
   conflicts.textContent = t("nconflicts", { n: state.data.conflicts });
   conflicts.classList.toggle("bad", state.data.conflicts > 0);
+  if (state.data.troubles.length) say(t("troubles", { t: state.data.troubles.join("; ") }), true);
 }
 
 function show(tab) {
@@ -103,9 +101,13 @@ function listPage(main) {
   search.addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(async () => {
-      state.query = search.value.trim();
-      state.hits = state.query ? (await api(`/api/search?q=${encodeURIComponent(state.query)}`)).files : null;
-      drawItems();
+      const query = search.value.trim();
+      const asked = (listPage.asked = (listPage.asked || 0) + 1);
+      try {
+        const hits = query ? (await api(`/api/search?q=${encodeURIComponent(query)}`)).files : null;
+        if (asked !== listPage.asked) return; // a newer search is on its way
+        state.query = query; state.hits = hits; drawItems();
+      } catch (e) { say(e.message, true); }
     }, 250);
   });
   const archived = h("input", { type: "checkbox", id: "show-archived", checked: state.archived, onchange: (e) => { state.archived = e.target.checked; drawItems(); } });
@@ -215,8 +217,16 @@ function conflictPage(main, m, mine, data) {
     h("div", {}, h("h3", {}, t("onDisk")), h("pre", { class: "raw", id: "theirs" }, data.theirs ?? "")),
     h("div", {}, h("h3", {}, t("yours")), h("pre", { class: "raw", id: "mine" }, mine))),
     h("div", { class: "actions" },
-      h("button", { type: "button", id: "keep-mine", onclick: () => editPage.save(mine, data.theirs_version) }, t("keepMine")),
-      h("button", { type: "button", id: "keep-theirs", onclick: async () => { await load(); viewPage(main, state.data.memories.find((x) => x.file === m.file) || m); } }, t("keepTheirs"))));
+      h("button", { type: "button", id: "keep-mine", onclick: () => settle("proposed") }, t("keepMine")),
+      h("button", { type: "button", id: "keep-theirs", onclick: () => settle("disk") }, t("keepTheirs"))));
+  // Either choice resolves the recorded conflict (itself a guarded write), so none stays open.
+  async function settle(keep) {
+    try {
+      await api("/api/conflicts/resolve", { id: data.conflict_id, keep });
+      say(keep === "proposed" ? t("saved") : t("keptDisk")); await load();
+      viewPage(main, state.data.memories.find((x) => x.file === m.file) || m);
+    } catch (e) { say(e.message, true); }
+  }
 }
 
 function createPage(main) {
@@ -289,7 +299,7 @@ async function conflictsPage(main) {
   for (const c of conflicts) {
     const resolve = async (keep) => { try { await api("/api/conflicts/resolve", { id: c.id, keep }); await load(); show("conflicts"); } catch (e) { say(e.message, true); } };
     main.append(h("h3", {}, h("span", { class: "file" }, c.file), ` · ${c.id} · ${c.writer || ""} · ${c.reason || ""}`),
-      h("div", { class: "compare" }, h("div", {}, h("h4", {}, t("onDisk")), h("pre", { class: "raw" }, c.disk ?? "")),
+      h("div", { class: "compare" }, h("div", {}, h("h4", {}, t("diskThen")), h("pre", { class: "raw" }, c.disk ?? "")),
         h("div", {}, h("h4", {}, t("yours")), h("pre", { class: "raw" }, c.proposed ?? ""))),
       h("div", { class: "actions" }, h("button", { type: "button", "data-keep": "disk", onclick: () => resolve("disk") }, t("keepDisk")),
         h("button", { type: "button", "data-keep": "proposed", onclick: () => resolve("proposed") }, t("keepProposed"))));
