@@ -215,3 +215,15 @@ def test_a_star_names_its_memory_on_hover_and_opens_it_on_click(browser: Any) ->
     wait(browser, lambda d: tip.is_displayed() and "reference_music.md" in tip.text)
     ActionChains(browser).click().perform()
     wait(browser, lambda d: "tags: [music]" in d.find_element(By.ID, "raw").text)
+
+
+def test_one_archive_candidate_is_archived_when_chosen(browser: Any, store: MemoryStore) -> None:
+    browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="candidates"]').click()
+    box = wait(
+        browser, ready.element_to_be_clickable((By.CSS_SELECTOR, 'input[value="project_old_plan.md"]'))
+    )
+    assert not box.is_selected()  # nothing is chosen for the person
+    box.click()
+    browser.find_element(By.ID, "archive-candidates").click()
+    wait(browser, lambda d: (store.memory_dir / "archive" / "project_old_plan.md").is_file())
+    assert (store.memory_dir / "project_studio_opening.md").is_file()  # not chosen, not moved

@@ -18,7 +18,7 @@ const TEXT = {
   diskThen: ["On disk when the write was refused", "写入被拒绝时磁盘上的版本"], troubles: ["Some state could not be read: {t}", "部分状态无法读取：{t}"], reason: ["Reason (optional)", "原因（可选）"],
   confirmArchive: ["Archive {f}? It moves to archive/ and can be restored.", "归档 {f}？文件会移到 archive/，可以恢复。"],
   noCandidates: ["No memory is idle past its type's threshold.", "没有超过闲置阈值的记忆。"],
-  archiveChosen: ["Archive the chosen ones", "归档所选"], confirmCandidates: ["Archive {n} memories? A snapshot is taken first.", "归档 {n} 条记忆？会先创建快照。"],
+  archiveChosen: ["Archive the chosen ones", "归档所选"], chooseAll: ["Choose all", "全选"], confirmCandidates: ["Archive {n} memories? A snapshot is taken first.", "归档 {n} 条记忆？会先创建快照。"],
   healthy: ["No problems.", "没有问题。"], fix: ["Fix the safe problems (CRLF, index lines)", "修复安全的问题（CRLF、索引行）"],
   confirmFix: ["A snapshot is taken first, then CRLF and index lines are fixed. Go on?", "会先创建快照，再修复 CRLF 和索引行。继续？"],
   rollback: ["Roll back", "回滚"], confirmRollback: ["Roll back to snapshot {id} ({scope})? The present is snapshotted first; nothing is deleted.",
@@ -251,10 +251,12 @@ function createPage(main) {
 async function candidatesPage(main) {
   const { candidates } = await api("/api/candidates");
   if (!candidates.length) { main.append(h("p", {}, t("noCandidates"))); return; }
-  const boxes = candidates.map((c) => h("input", { type: "checkbox", value: c.file, checked: true, "aria-label": c.file }));
+  // Nothing is chosen until the person chooses: one by one, or all at once.
+  const boxes = candidates.map((c) => h("input", { type: "checkbox", value: c.file, "aria-label": c.file }));
   main.append(h("table", {}, h("tbody", {}, candidates.map((c, i) => h("tr", {}, h("td", {}, boxes[i]), h("td", { class: "file" }, c.file),
     h("td", {}, c.reason))))),
-    h("div", { class: "actions" }, h("button", { class: "danger", type: "button", id: "archive-candidates", onclick: async () => {
+    h("div", { class: "actions" }, h("button", { type: "button", id: "choose-all", onclick: () => boxes.forEach((b) => { b.checked = true; }) }, t("chooseAll")),
+      h("button", { class: "danger", type: "button", id: "archive-candidates", onclick: async () => {
       const files = boxes.filter((b) => b.checked).map((b) => b.value);
       if (!files.length || !confirm(t("confirmCandidates", { n: files.length }))) return;
       try { const done = await api("/api/candidates/apply", { files }); say(`${done.archived.length} ✓ · snapshot ${done.snapshot}${done.refused.length ? " · " + done.refused.map((r) => `${r.file}: ${r.error}`).join("; ") : ""}`); await load(); show("candidates"); }
