@@ -25,6 +25,7 @@ from __future__ import annotations
 import hmac
 import json
 import mimetypes
+import os
 import secrets
 import threading
 import time
@@ -410,13 +411,29 @@ def serve(store: MemoryStore, *, port: int = 0, open_browser: bool = True, annou
     server = Server(store, port)
     announce(f"sagemem ui: {server.url}  (Ctrl-C to stop)")
     if open_browser:
-        import webbrowser
-
-        threading.Thread(target=webbrowser.open, args=(server.url,), daemon=True).start()
+        threading.Thread(target=_open, args=(server,), daemon=True).start()
     try:
         server.serve_forever()
     finally:
         server.server_close()
+
+
+def _open(server: Server) -> None:
+    """Open the page through a private file that redirects to it: a browser started with the
+    URL itself would show the token to every user of the machine (`ps`)."""
+    import webbrowser
+
+    from .config import temp_dir
+
+    folder = temp_dir()
+    if folder is None:
+        webbrowser.open(server.url)
+        return
+    page = folder / f"ui-{server.port}.html"
+    fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with open(fd, "w", encoding="utf-8") as handle:
+        handle.write(f'<!doctype html><meta http-equiv="refresh" content="0;url={server.url}">\n')
+    webbrowser.open(page.as_uri())
 
 
 def static_dir() -> Path:

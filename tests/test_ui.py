@@ -298,3 +298,24 @@ def test_the_command_prints_a_tokened_local_url(store: MemoryStore) -> None:
         process.wait(timeout=30)
         if process.stderr is not None:
             process.stderr.close()
+
+
+def test_the_browser_is_opened_on_a_private_redirect_not_on_the_token(
+    store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import webbrowser
+
+    from sagemem import ui
+
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", opened.append)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    server = Server(store, token=TOKEN)
+    try:
+        ui._open(server)
+    finally:
+        server.server_close()
+    assert len(opened) == 1 and TOKEN not in opened[0]  # what other users can see in `ps`
+    page = Path(opened[0].removeprefix("file://"))
+    assert page.stat().st_mode & 0o777 == 0o600 and server.url in page.read_text()

@@ -18,7 +18,7 @@ const TEXT = {
   diskThen: ["On disk when the write was refused", "写入被拒绝时磁盘上的版本"], troubles: ["Some state could not be read: {t}", "部分状态无法读取：{t}"], reason: ["Reason (optional)", "原因（可选）"],
   confirmArchive: ["Archive {f}? It moves to archive/ and can be restored.", "归档 {f}？文件会移到 archive/，可以恢复。"],
   noCandidates: ["No memory is idle past its type's threshold.", "没有超过闲置阈值的记忆。"],
-  archiveChosen: ["Archive the chosen ones", "归档所选"], chooseAll: ["Choose all", "全选"], confirmCandidates: ["Archive {n} memories? A snapshot is taken first.", "归档 {n} 条记忆？会先创建快照。"],
+  archiveChosen: ["Archive the chosen ones", "归档所选"], discard: ["Leave without saving your edit?", "不保存修改就离开吗？"], chooseAll: ["Choose all", "全选"], confirmCandidates: ["Archive {n} memories? A snapshot is taken first.", "归档 {n} 条记忆？会先创建快照。"],
   healthy: ["No problems.", "没有问题。"], fix: ["Fix the safe problems (CRLF, index lines)", "修复安全的问题（CRLF、索引行）"],
   confirmFix: ["A snapshot is taken first, then CRLF and index lines are fixed. Go on?", "会先创建快照，再修复 CRLF 和索引行。继续？"],
   rollback: ["Roll back", "回滚"], confirmRollback: ["Roll back to snapshot {id} ({scope})? The present is snapshotted first; nothing is deleted.",
@@ -77,6 +77,8 @@ async function load() {
 }
 
 function show(tab) {
+  const editor = document.getElementById("editor");
+  if (editor && editor.value !== editor.dataset.loaded && !confirm(t("discard"))) return;
   state.tab = tab;
   for (const button of document.querySelectorAll("#tabs button")) button.setAttribute("aria-selected", String(button.dataset.tab === tab));
   const main = document.getElementById("main");
@@ -90,7 +92,7 @@ function dot(type) { return h("span", { class: "type", style: `background:${COLO
 function visible() {
   let items = state.data.memories.filter((m) => state.archived || !m.archived);
   if (state.type) items = items.filter((m) => m.type === state.type);
-  for (const tag of state.tags) items = items.filter((m) => m.tags.includes(tag));
+  for (const tag of state.tags) items = items.filter((m) => m.tags.some((x) => x.toLowerCase() === tag.toLowerCase()));
   if (state.hits) { const rank = new Map(state.hits.map((f, i) => [f, i])); items = items.filter((m) => rank.has(m.file)).sort((a, b) => rank.get(a.file) - rank.get(b.file)); }
   return items;
 }
@@ -193,6 +195,7 @@ async function viewPage(main, m) {
 function editPage(main, m, memory) {
   main.replaceChildren();
   const area = h("textarea", { id: "editor", "aria-label": m.file }); area.value = memory.text;
+  area.dataset.loaded = memory.text;
   const save = async (text, version) => {
     try {
       await api("/api/save", { file: m.file, text, expected_version: version });
@@ -290,7 +293,11 @@ async function snapshotsPage(main) {
     return h("tr", {}, h("td", { class: "file" }, s.id), h("td", {}, s.created), h("td", {}, `${s.kind} ${s.label || ""}`), h("td", {}, `${s.files}`),
       h("td", {}, scope, " ", h("button", { type: "button", class: "danger", onclick: async () => {
         if (!confirm(t("confirmRollback", { id: s.id, scope: scope.value }))) return;
-        try { const done = await api("/api/rollback", { id: s.id, scope: scope.value }); say(JSON.stringify(done)); await load(); show("snapshots"); } catch (e) { say(e.message, true); }
+        try {
+          const done = await api("/api/rollback", { id: s.id, scope: scope.value });
+          say(Object.entries(done).map(([k, v]) => `${k}: ${Array.isArray(v) ? v.length : v}`).join(" · "));
+          await load(); show("snapshots");
+        } catch (e) { say(e.message, true); }
       } }, t("rollback"))));
   }))));
 }
