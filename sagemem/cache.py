@@ -152,7 +152,7 @@ def _open_at(
         try:
             conn = _connect(place)
             refresh(conn, memory_dir, files, index_file, progress)
-            return _snapshot(conn)
+            return _snapshot(conn, place)
         except (OSError, sqlite3.OperationalError):
             if conn is not None:
                 conn.close()
@@ -178,9 +178,16 @@ class Snapshot(NamedTuple):
     conn: sqlite3.Connection
     meta: dict[str, Any]
     arrays: dict[str, array[int]]
+    path: Path | None  # the index's file; None in memory
+
+    def discard(self) -> None:
+        """Close it and delete the file: it held something no sagemem wrote there."""
+        self.conn.close()
+        if self.path is not None:
+            _remove(self.path)
 
 
-def _snapshot(conn: sqlite3.Connection) -> Snapshot:
+def _snapshot(conn: sqlite3.Connection, path: Path | None = None) -> Snapshot:
     conn.execute("BEGIN")
     meta = _meta(conn)
     arrays = load_arrays(conn)
@@ -190,7 +197,7 @@ def _snapshot(conn: sqlite3.Connection) -> Snapshot:
         raise CacheDamaged("the arrays do not match the files")
     if sum(arrays["paragraph_lengths"]) != meta.get("paragraphs_total", 0):
         raise CacheDamaged("the arrays do not match the statistics")
-    return Snapshot(conn, meta, arrays)
+    return Snapshot(conn, meta, arrays, path)
 
 
 def db_name(memory_dir: Path) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -73,9 +74,12 @@ class Corpus:
     """
 
     def __init__(self, snapshot: cache.Snapshot) -> None:
-        self._conn = conn = snapshot.conn
+        self._conn = snapshot.conn
+        self._snapshot = snapshot
         meta, arrays = snapshot.meta, snapshot.arrays
-        self._terms = _Terms(conn)
+        self._terms = _Terms(
+            snapshot.conn, (len(arrays["description_lengths"]), len(arrays["paragraph_lengths"]))
+        )
         self._entries: dict[int, Entry] = {}
         self.count: int = meta.get("descriptions_count", 0)
         self.descriptions = Index(
@@ -97,6 +101,10 @@ class Corpus:
     def close(self) -> None:
         self._conn.close()
 
+    def discard(self) -> None:
+        """Close and delete the index: a query found it damaged (`cache.CacheDamaged`)."""
+        self._snapshot.discard()
+
     def __enter__(self) -> Corpus:
         return self
 
@@ -114,7 +122,10 @@ class Corpus:
             row = self._conn.execute("SELECT entry FROM files WHERE doc = ?", (doc,)).fetchone()
             if row is None or row[0] is None:
                 raise cache.CacheDamaged(f"no entry for document {doc}")
-            found = self._entries[doc] = _entry(json.loads(row[0]))
+            try:
+                found = self._entries[doc] = _entry(json.loads(row[0]))
+            except (ValueError, TypeError) as exc:
+                raise cache.CacheDamaged(f"entry {doc} does not decode: {exc}") from None
         return found
 
     def entries(self) -> list[Entry]:
@@ -130,8 +141,9 @@ class Corpus:
 class _Terms:
     """The terms table, read row by row and kept: a query asks for each of its terms twice."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, sizes: tuple[int, int]) -> None:
         self._conn = conn
+        self._sizes = sizes  # how many description and paragraph ids there are
         self._rows: dict[str, tuple[bytes | None, bytes | None]] = {}
 
     def row(self, term: str) -> tuple[bytes | None, bytes | None]:
@@ -141,7 +153,23 @@ class _Terms:
                 "SELECT descriptions, paragraphs FROM terms WHERE term = ?", (term,)
             ).fetchone()
             found = self._rows[term] = got or (None, None)
+            for packed, size in zip(found, self._sizes, strict=True):
+                _check(term, packed, size)
         return found
+
+
+def _check(term: str, packed: bytes | None, size: int) -> None:
+    """Postings a query is about to use hold whole pairs of ids the arrays know; else the index
+    is damaged, and the caller builds it again rather than answer from it."""
+    if not packed:
+        return
+    pairs = array("I")
+    try:
+        pairs.frombytes(packed)
+    except (ValueError, TypeError):
+        raise cache.CacheDamaged(f"the postings of {term!r} are cut") from None
+    if len(pairs) % 2 or max(pairs[::2]) >= size:
+        raise cache.CacheDamaged(f"the postings of {term!r} name unknown documents")
 
 
 class _Postings(Mapping[str, bytes]):

@@ -344,3 +344,20 @@ def test_directories_sharing_a_state_dir_never_share_an_index(tmp_path: Path) ->
         for store, word in ((one, "zither"), (two, "oboe")):
             hits = search(load(store.memory_dir, state), f"{word} lessons").hits
             assert [h.description for h in hits] == [f"{word} lessons"]
+
+
+@pytest.mark.parametrize("damage", [b"\x01\x02\x03", (10**6).to_bytes(4, "little") * 2])
+def test_postings_found_damaged_by_a_query_are_rebuilt(dance: MemoryStore, damage: bytes) -> None:
+    """A blob SQLite cannot know is wrong (cut short, or naming a document that does not exist)
+    is noticed when a query reads it: the index is built again, the answer is right."""
+    expected = [h.file for h in dance.search("kerfuffle trophy").hits]
+    db = dance.state_dir / "cache" / cache.db_name(dance.memory_dir)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE terms SET paragraphs = ? WHERE term = 'kerfuffl' OR term = 'kerfuffle'", (damage,)
+        )
+        assert conn.total_changes
+    conn.close()
+    assert [h.file for h in dance.search("kerfuffle trophy").hits] == expected
+    injected = dance.inject("kerfuffle trophy")
+    assert [s.file for s in injected.snippets] == expected
