@@ -227,3 +227,18 @@ def test_one_archive_candidate_is_archived_when_chosen(browser: Any, store: Memo
     browser.find_element(By.ID, "archive-candidates").click()
     wait(browser, lambda d: (store.memory_dir / "archive" / "project_old_plan.md").is_file())
     assert (store.memory_dir / "project_studio_opening.md").is_file()  # not chosen, not moved
+
+
+def test_arrow_keys_move_between_tabs(browser: Any) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    first = browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="memories"]')
+    first.send_keys(Keys.ARROW_RIGHT)
+    wait(
+        browser,
+        ready.presence_of_element_located(
+            (By.CSS_SELECTOR, '#tabs button[data-tab="candidates"][aria-selected="true"]')
+        ),
+    )
+    focused = browser.switch_to.active_element
+    assert focused.get_attribute("data-tab") == "candidates"

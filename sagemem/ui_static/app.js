@@ -368,9 +368,17 @@ function timeline() {
 
 document.title = ZH ? "sagemem 记忆" : "sagemem memories";
 document.documentElement.lang = ZH ? "zh" : "en";
-for (const button of document.querySelectorAll("#tabs button")) {
+const tabs = [...document.querySelectorAll("#tabs button")];
+for (const button of tabs) {
   button.textContent = t(button.dataset.label);
   button.addEventListener("click", () => show(button.dataset.tab));
+  // Arrow keys move between tabs, as in any tab list.
+  button.addEventListener("keydown", (e) => {
+    const step = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
+    if (!step) return;
+    const next = tabs[(tabs.indexOf(button) + step + tabs.length) % tabs.length];
+    next.focus(); show(next.dataset.tab);
+  });
 }
 for (const badge of document.querySelectorAll(".badge")) badge.addEventListener("click", () => show(badge.dataset.go));
 load().then(() => show("memories")).catch((e) => say(e.message, true));
