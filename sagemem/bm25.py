@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 K1 = 1.2
@@ -27,17 +27,6 @@ class Index(NamedTuple):
     lengths: Sequence[int]
     documents: int
     total: int
-
-    @classmethod
-    def build(cls, documents: Iterable[Mapping[str, int]]) -> Index:
-        lists: dict[str, array[int]] = {}
-        lengths = array("I")
-        for doc, tf in enumerate(documents):
-            lengths.append(sum(tf.values()))
-            for term, count in tf.items():
-                lists.setdefault(term, array("I")).extend((doc, count))
-        postings = {term: pairs.tobytes() for term, pairs in sorted(lists.items())}
-        return cls(postings, lengths, len(lengths), sum(lengths))
 
     @property
     def mean_length(self) -> float:

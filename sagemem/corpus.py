@@ -13,9 +13,9 @@ import re
 import sqlite3
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from . import cache
 from .bm25 import Index
@@ -28,6 +28,7 @@ from .tokenize import document_tokens
 if TYPE_CHECKING:
     from .memory import Memory
 
+T = TypeVar("T")
 # Stage-1 fields and their weights, applied by repeating the field's tokens.
 FIELD_WEIGHTS = (("description", 3), ("name", 2), ("aliases", 2), ("tags", 1), ("file", 1))
 _HEADING = re.compile(r"^#{1,6}\s")
@@ -287,6 +288,27 @@ def load(
 ) -> Corpus:
     """The corpus of `memory_dir`, brought up to date (see `cache`)."""
     return Corpus(cache.open_index(memory_dir, state_dir, index_file, use_cache=use_cache, progress=progress))
+
+
+def using(
+    memory_dir: Path,
+    state_dir: Path,
+    work: Callable[[Corpus], T],
+    *,
+    progress: Progress | None = None,
+) -> T:
+    """`work(corpus)` on a freshly loaded corpus, closed afterwards. When the work finds the
+    index damaged (`cache.CacheDamaged`, raised where postings or entries are read), the index
+    is deleted and built again, once, and the work done on the new one."""
+    for attempt in (1, 2):
+        with load(memory_dir, state_dir, progress=progress) as corpus:
+            try:
+                return work(corpus)
+            except cache.CacheDamaged:
+                if attempt == 2:
+                    raise
+                corpus.discard()
+    raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 def _fields(entry: Entry) -> tuple[object, ...]:

@@ -22,7 +22,6 @@ the hooks file; a patch file left with no entries gets `[]` (dsh refuses an empt
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib.util
 import json
 import os
@@ -37,6 +36,7 @@ from typing import Any
 
 from .errors import SagememError
 from .files import write_atomic
+from .install import backup_beside
 
 BRIDGE = "@deepseek-ai/dsh-hooks-claude-code"
 BRIDGE_INSTALL = (
@@ -204,9 +204,7 @@ def apply(
     if not dry_run:
         if rewrite:
             if raw is not None:
-                stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-                backup = path.with_name(f"{path.name}.sagemem-backup-{stamp}")
-                shutil.copy2(target, backup)  # the same bytes and permissions
+                backup = backup_beside(target)
             target.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(target, text.encode("utf-8"))
         if add and settings is not None and hooks_now != settings:

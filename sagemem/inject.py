@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 from . import corpus as corpus_module
 from . import ledger as access
 from . import render, retrieve
-from .cache import CacheDamaged
 from .config import Settings, fallback_state_dir
 from .corpus import Corpus, Entry
 from .errors import SagememError
@@ -138,25 +137,21 @@ def inject(
     max_bytes: int | None = None,
 ) -> Injection:
     if corpus is None:
-        for attempt in (1, 2):
-            with corpus_module.load(memory_dir, state_dir) as own:
-                try:
-                    return inject(
-                        memory_dir,
-                        state_dir,
-                        query,
-                        settings,
-                        session=session,
-                        reset=reset,
-                        task=task,
-                        corpus=own,
-                        max_bytes=max_bytes,
-                    )
-                except CacheDamaged:
-                    if attempt == 2:
-                        raise
-                    own.discard()  # the query found the index damaged: build it again, once
-        raise AssertionError("unreachable")
+        return corpus_module.using(
+            memory_dir,
+            state_dir,
+            lambda own: inject(
+                memory_dir,
+                state_dir,
+                query,
+                settings,
+                session=session,
+                reset=reset,
+                task=task,
+                corpus=own,
+                max_bytes=max_bytes,
+            ),
+        )
     result = retrieve.search(corpus, query, settings)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
     plan = _Plan(

@@ -134,12 +134,18 @@ def _edit_json(path: Path, change: Any, dry_run: bool) -> tuple[list[str], str |
     backup = None
     if changes and not dry_run:
         if original is not None:
-            stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-            backup = path.with_name(f"{path.name}.sagemem-backup-{stamp}")
-            backup.write_bytes(original)
+            backup = backup_beside(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
     return changes, str(backup) if backup else None
+
+
+def backup_beside(path: Path) -> Path:
+    """A copy of `path` next to it, with the same bytes and permissions, named by the time."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    copy = path.with_name(f"{path.name}.sagemem-backup-{stamp}")
+    shutil.copy2(path, copy)
+    return copy
 
 
 def _mcp(data: dict[str, Any], add: bool) -> list[str]:

@@ -22,7 +22,7 @@ from . import frontmatter, guard, health, index, retrieve
 from . import inject as inject_module
 from . import ledger as ledger_module
 from . import snapshot as snapshot_module
-from .cache import CacheDamaged, Progress
+from .cache import Progress
 from .config import STATE_DIR_NAME, Location, Settings, load_settings
 from .corpus import Corpus
 from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
@@ -586,15 +586,14 @@ class MemoryStore:
             settings = settings._replace(limit=max(1, limit))
         if corpus is not None:
             return retrieve.search(corpus, query, settings)
-        for attempt in (1, 2):
-            with self.corpus() as own:  # results carry their entries: nothing reads it later
-                try:
-                    return retrieve.search(own, query, settings)
-                except CacheDamaged:
-                    if attempt == 2:
-                        raise
-                    own.discard()  # the query found the index damaged: build it again, once
-        raise AssertionError("unreachable")
+        self._require()
+        # Results carry their entries: nothing reads the corpus once the search is done.
+        return corpus_module.using(
+            self.memory_dir,
+            self.state_dir,
+            lambda own: retrieve.search(own, query, settings),
+            progress=self.progress,
+        )
 
     def inject(
         self, query: str, *, session: str | None = None, reset: bool = False, task: str | None = None

@@ -32,7 +32,6 @@ import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -434,7 +433,3 @@ def _open(server: Server) -> None:
     with open(fd, "w", encoding="utf-8") as handle:
         handle.write(f'<!doctype html><meta http-equiv="refresh" content="0;url={server.url}">\n')
     webbrowser.open(page.as_uri())
-
-
-def static_dir() -> Path:
-    return Path(str(resources.files("sagemem").joinpath("ui_static")))

@@ -57,6 +57,25 @@ type: feedback
 }
 
 
+QUESTION = "when does the studio lease start and what is the rent?"
+OLD_PLAN = (
+    "---\nname: Old plan\ndescription: the 2019 studio plan\ntype: project\ntags: [studio, plan]\n"
+    "updated: 2019-05-01\n---\n\n# Plan\n\nA plan **nobody** uses any more.\n"
+)
+MUSIC = (
+    "---\nname: Music\ndescription: playlists for each class\ntype: reference\ntags: [music]\n---\n\n"
+    "- salsa\n- tango\n"
+)
+
+
+def make_project(root: Path) -> Path:
+    """A project with the dance memories in `.sagemem/memory`, one of them a baseline."""
+    files = dict(DANCE)
+    files["user_me.md"] = "---\ndescription: who I am\nbaseline: true\n---\n\nI teach evening classes.\n"
+    make(root / ".sagemem" / "memory", files)
+    return root
+
+
 def make(folder: Path, files: dict[str, str]) -> MemoryStore:
     store = MemoryStore(folder)
     store.init()

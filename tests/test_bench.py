@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sagemem.bench import generate
 from sagemem.corpus import load
 from sagemem.memory import parse_memory
@@ -56,4 +58,14 @@ def test_no_bar_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
         check=True,
     )
     assert not re.search(r"\[[#.]+\]", done.stderr)
-    assert Bar.for_terminal("x") is None  # pytest captures stderr: not a terminal
+
+
+def test_a_bar_is_made_only_for_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert Bar.for_terminal("x") is None
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert isinstance(Bar.for_terminal("x"), Bar)

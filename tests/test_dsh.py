@@ -14,9 +14,8 @@ import yaml
 from sagemem import cache, dsh
 from sagemem.errors import SagememError
 
-from .memories import DANCE, make
+from .memories import DANCE, QUESTION, make, make_project
 
-QUESTION = "when does the studio lease start and what is the rent?"
 # What dsh's bridge (@deepseek-ai/dsh-hooks-claude-code 0.0.1-rc.5) writes on a hook's stdin:
 # Claude Code's event shape, recorded from a real dsh 0.1.0-rc.8 run.
 SESSION = {
@@ -29,11 +28,7 @@ PROMPT = {**SESSION, "hook_event_name": "UserPromptSubmit"}
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    files = dict(DANCE)
-    files["user_me.md"] = "---\ndescription: who I am\nbaseline: true\n---\n\nI teach evening classes.\n"
-    make(root / ".sagemem" / "memory", files)
-    return root
+    return make_project(tmp_path / "proj")
 
 
 def hook(event: dict[str, object], cwd: Path, env: dict[str, str] | None = None) -> dict[str, object] | None:

@@ -13,18 +13,12 @@ import pytest
 from sagemem import MemoryStore
 from sagemem.install import TARGETS, apply
 
-from .memories import DANCE, make
-
-QUESTION = "when does the studio lease start and what is the rent?"
+from .memories import QUESTION, make_project
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    files = dict(DANCE)
-    files["user_me.md"] = "---\ndescription: who I am\nbaseline: true\n---\n\nI teach evening classes.\n"
-    make(root / ".sagemem" / "memory", files)
-    return root
+    return make_project(tmp_path / "proj")
 
 
 def hook(args: list[str], event: object, cwd: Path) -> subprocess.CompletedProcess[str]:

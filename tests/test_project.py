@@ -71,31 +71,9 @@ def test_writing_memories_does_not_import_filelock_where_flock_exists(tmp_path: 
     assert done.stdout.strip() == "False"
 
 
-def test_inject_does_not_load_what_it_does_not_need(tmp_path: Path) -> None:
-    """The hot path: no YAML, no jieba, no filelock once the cache is warm."""
-    memory = tmp_path / "m"
-    subprocess.run(
-        [sys.executable, "-m", "sagemem", "--dir", str(memory), "init"], check=True, capture_output=True
-    )
-    (memory / "project_x.md").write_text(
-        "---\ndescription: 部署 deploy notes\n---\n\n上线前先部署预发 deploy\n"
-    )
-    warm = [sys.executable, "-m", "sagemem", "--dir", str(memory), "inject", "--query", "部署 deploy"]
-    subprocess.run(warm, check=True, capture_output=True)  # builds the cache (this one loads jieba)
-    code = (
-        "import sys; from sagemem.cli import cli\n"
-        f"sys.argv = {['sagemem', '--dir', str(memory), 'inject', '--query', '怎么部署 deploy']!r}\n"
-        "try:\n    cli(prog_name='sagemem')\nexcept SystemExit:\n    pass\n"
-        "heavy = ('yaml', 'jieba', 'filelock', 'sagemem.store')\n"
-        "print(' '.join(m for m in heavy if m in sys.modules), file=sys.stderr)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "project_x.md" in done.stdout
-    assert done.stderr.strip() == ""
-
-
-def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
-    """Every import is paid on every prompt: none of these may creep onto the hook's path."""
+def warm_memory(tmp_path: Path) -> Path:
+    """A memory dir with one bilingual memory and its index already built (building it is
+    what loads jieba)."""
     memory = tmp_path / "m"
     subprocess.run(
         [sys.executable, "-m", "sagemem", "--dir", str(memory), "init"], check=True, capture_output=True
@@ -104,6 +82,35 @@ def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
         "---\ndescription: 部署 deploy notes\n---\n\n上线前先部署预发 deploy\n"
     )
     subprocess.run([sys.executable, "-m", "sagemem", "--dir", str(memory), "search", "x"], check=True)
+    return memory
+
+
+def loaded(
+    code: str, heavy: tuple[str, ...], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `code`, then report on stderr which of the `heavy` modules it imported."""
+    report = f"\nprint(' '.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)"
+    return subprocess.run(
+        [sys.executable, "-c", code + report], capture_output=True, text=True, check=True, env=env
+    )
+
+
+def test_inject_does_not_load_what_it_does_not_need(tmp_path: Path) -> None:
+    """The hot path: no YAML, no jieba, no filelock once the cache is warm."""
+    memory = warm_memory(tmp_path)
+    code = (
+        "import sys; from sagemem.cli import cli\n"
+        f"sys.argv = {['sagemem', '--dir', str(memory), 'inject', '--query', '怎么部署 deploy']!r}\n"
+        "try:\n    cli(prog_name='sagemem')\nexcept SystemExit:\n    pass"
+    )
+    done = loaded(code, ("yaml", "jieba", "filelock", "sagemem.store"))
+    assert "project_x.md" in done.stdout
+    assert done.stderr.strip() == ""
+
+
+def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
+    """Every import is paid on every prompt: none of these may creep onto the hook's path."""
+    memory = warm_memory(tmp_path)
     event = json.dumps(
         {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "怎么部署 deploy"}
     )
@@ -112,12 +119,11 @@ def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
         f"sys.stdin = io.TextIOWrapper(io.BytesIO({event.encode()!r}))\n"
         "from sagemem.__main__ import main\n"
         "sys.argv = ['sagemem', 'hook', 'claude-code']\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = ('click', 'yaml', 'jieba', 'filelock', 'dataclasses', 'inspect', 'tempfile',"
-        " 'sagemem.store', 'multiprocessing', 'concurrent.futures')\n"
-        "print(' '.join(m for m in heavy if m in sys.modules), file=sys.stderr)"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
     )
-    env = {**os.environ, "SAGEMEM_DIR": str(memory)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    heavy = ("click", "yaml", "jieba", "filelock", "dataclasses", "inspect", "tempfile", "sagemem.store")
+    done = loaded(
+        code, (*heavy, "multiprocessing", "concurrent.futures"), {**os.environ, "SAGEMEM_DIR": str(memory)}
+    )
     assert "project_x.md" in done.stdout
     assert done.stderr.strip() == ""

@@ -17,7 +17,7 @@ import pytest
 from sagemem import MemoryStore
 from sagemem.ui import Server
 
-from .memories import DANCE, make
+from .memories import DANCE, OLD_PLAN, make
 
 TOKEN = "test-token-0123456789"
 
@@ -59,12 +59,7 @@ class Client:
 
 @pytest.fixture
 def store(tmp_path: Path) -> MemoryStore:
-    files = dict(DANCE)
-    files["project_old_plan.md"] = (
-        "---\nname: Old plan\ndescription: the 2019 studio plan\ntype: project\ntags: [studio, plan]\n"
-        "updated: 2019-05-01\n---\n\nA plan nobody uses any more.\n"
-    )
-    return make(tmp_path / "mem", files)
+    return make(tmp_path / "mem", {**DANCE, "project_old_plan.md": OLD_PLAN})
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from sagemem import MemoryStore
 from sagemem.ui import Server
 
-from .memories import DANCE, make
+from .memories import DANCE, MUSIC, OLD_PLAN, make
 
 webdriver = pytest.importorskip("selenium.webdriver")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -34,16 +35,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 @pytest.fixture
 def store(tmp_path: Path) -> MemoryStore:
-    files = dict(DANCE)
-    files["project_old_plan.md"] = (
-        "---\nname: Old plan\ndescription: the 2019 studio plan\ntype: project\ntags: [studio, plan]\n"
-        "updated: 2019-05-01\n---\n\n# Plan\n\nA plan **nobody** uses any more.\n"
-    )
-    files["reference_music.md"] = (
-        "---\nname: Music\ndescription: playlists for each class\ntype: reference\ntags: [music]\n---\n\n"
-        "- salsa\n- tango\n"
-    )
-    return make(tmp_path / "mem", files)
+    return make(tmp_path / "mem", {**DANCE, "project_old_plan.md": OLD_PLAN, "reference_music.md": MUSIC})
 
 
 @pytest.fixture
@@ -53,24 +45,40 @@ def shots(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.fixture
-def browser(store: MemoryStore) -> Iterator[Any]:
+@contextmanager
+def page(store: MemoryStore, size: str = "1200,900", lang: str = "en-US") -> Iterator[Any]:
+    """A headless Chromium showing the list of a `sagemem ui` server over `store`."""
     server = Server(store)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900", "--lang=en-US"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--window-size={size}",
+        f"--lang={lang}",
+    ):
         options.add_argument(flag)
+    options.add_experimental_option("prefs", {"intl.accept_languages": lang})
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
-    driver.get(server.url)
-    WebDriverWait(driver, 20).until(ready.presence_of_element_located((By.CSS_SELECTOR, "#memory-list li")))
-    driver.execute_script("window.confirm = () => true")  # the page confirms before it moves anything
     try:
+        driver.get(server.url)
+        WebDriverWait(driver, 20).until(
+            ready.presence_of_element_located((By.CSS_SELECTOR, "#memory-list li"))
+        )
         yield driver
     finally:
         driver.quit()
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def browser(store: MemoryStore) -> Iterator[Any]:
+    with page(store) as driver:
+        driver.execute_script("window.confirm = () => true")  # the page confirms before it moves anything
+        yield driver
 
 
 def wait(driver: Any, condition: Any, seconds: float = 20) -> Any:
@@ -165,17 +173,7 @@ def test_the_other_pages_and_the_star_map(browser: Any, shots: Path) -> None:
 
 
 def test_keyboard_chinese_labels_and_a_narrow_window(store: MemoryStore, shots: Path) -> None:
-    server = Server(store)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=390,844", "--lang=zh-CN"):
-        options.add_argument(flag)
-    options.add_experimental_option("prefs", {"intl.accept_languages": "zh-CN"})
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
-    try:
-        driver.get(server.url)
-        wait(driver, ready.presence_of_element_located((By.CSS_SELECTOR, "#memory-list li")))
+    with page(store, size="390,844", lang="zh-CN") as driver:
         labels = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#tabs button")]
         assert labels[0] == "记忆" and "星图" in labels
         # Nothing wider than the window: the layout reflows instead.
@@ -186,10 +184,6 @@ def test_keyboard_chinese_labels_and_a_narrow_window(store: MemoryStore, shots: 
         driver.execute_script("arguments[0].focus()", first)
         first.send_keys("\n")
         wait(driver, ready.presence_of_element_located((By.ID, "raw")))
-    finally:
-        driver.quit()
-        server.shutdown()
-        server.server_close()
 
 
 def star_position(file: str, width: float, height: float) -> tuple[float, float]:
