@@ -1,9 +1,12 @@
 """Archive, restore and lock: retiring a memory without deleting it.
 
-An archived memory moves to `archive/` beside the live ones, with two trace keys added to its
-frontmatter (`archived_at`, `archived_reason`); it is never retrieved or injected, and
-`restore` brings it back without them. The copy is written before the original is removed,
-so a crash in between leaves two copies, never none. Locks (`<state>/locked.json`) protect
+An archived memory moves to `archive/` beside the live ones, with trace keys added to its
+frontmatter (`archived_at`, `archived_reason`, and `archived_sha256`, the hash of the file as
+archived without that line); it is never retrieved or injected, and `restore` brings it back
+without them. The hash lets `check` notice an archived copy that changed afterwards: git
+follows a rename, so an edit made in another clone merges cleanly into `archive/` and would
+otherwise vanish from live memory unnoticed. The copy is written before the original is
+removed, so a crash in between leaves two copies, never none. Locks (`<state>/locked.json`) protect
 a memory from every archive path; they live in the state dir, not in the file, so editing a
 memory never drops its lock.
 """
@@ -11,20 +14,25 @@ memory never drops its lock.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from . import frontmatter
 from .errors import SagememError
-from .files import write_atomic
+from .files import read_state, safe_folder, write_atomic
 from .locking import exclusive
 from .names import name_key
 
 ARCHIVE_DIR = "archive"
-TRACE_KEYS = ("archived_at", "archived_reason")
+TRACE_KEYS = ("archived_at", "archived_reason", "archived_sha256")
+_SEAL = re.compile(rb"^archived_sha256:[ \t]*['\"]?([0-9a-f]{64})['\"]?[ \t]*\r?\n", re.M)
 DEFAULT_REASON = "archived by hand"
 LOCK_TIMEOUT = 10.0
+MAX_LOCKS_BYTES = 1024 * 1024
+MAX_REASON_CHARS = 500
 
 
 class MemoryLocked(SagememError):
@@ -41,8 +49,32 @@ def with_trace(text: str, file: str, reason: str, now: dt.datetime | None = None
     The reason is folded to one line, so it can neither add keys nor close the frontmatter.
     """
     stamp = (now or dt.datetime.now()).strftime("%Y-%m-%d %H:%M")
-    folded = " ".join(reason.split()) or DEFAULT_REASON
-    return frontmatter.set_keys(text, {"archived_at": stamp, "archived_reason": folded}, file)
+    folded = " ".join(reason.split())[:MAX_REASON_CHARS] or DEFAULT_REASON
+    traced = frontmatter.set_keys(text, {"archived_at": stamp, "archived_reason": folded}, file)
+    # The seal is the last key, so removing its line gives back exactly the bytes it hashes.
+    seal = hashlib.sha256(traced.encode("utf-8")).hexdigest()
+    return frontmatter.set_keys(traced, {"archived_sha256": seal}, file)
+
+
+def changed_since_archived(data: bytes) -> tuple[str, str] | None:
+    """(sealed hash, hash now) when an archived file's bytes are no longer those it was
+    archived with; None when they are, or when it carries no seal (archived by hand, or by an
+    older sagemem). No YAML: this runs at every session start, on every archived file."""
+    found = _SEAL.search(data, 0, _frontmatter_end(data))
+    if found is None:
+        return None
+    now = hashlib.sha256(data[: found.start()] + data[found.end() :]).hexdigest()
+    sealed = found.group(1).decode("ascii")
+    return None if now == sealed else (sealed, now)
+
+
+def _frontmatter_end(data: bytes) -> int:
+    """Where a leading frontmatter block ends (0 when there is none): the seal lives in it."""
+    opened = re.match(rb"\A(?:\xef\xbb\xbf)?---[ \t]*\r?\n", data)
+    if not opened:
+        return 0
+    closed = re.compile(rb"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.M).search(data, opened.end())
+    return closed.start() if closed else 0
 
 
 def without_trace(text: str, file: str) -> str:
@@ -60,10 +92,11 @@ def locked(state_dir: Path) -> set[str]:
     locks": reading it as empty would let every locked memory be archived."""
     path = state_dir / "locked.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return set()
-    except (OSError, ValueError) as exc:
+        raw = read_state(path, MAX_LOCKS_BYTES)
+        if raw is None:
+            return set()
+        data = json.loads(raw)
+    except (OSError, SagememError, ValueError, RecursionError) as exc:
         raise SagememError(f"{path}: cannot be read ({exc}); fix or remove it before archiving") from None
     if not isinstance(data, dict):
         raise SagememError(f"{path}: is not a JSON object; fix or remove it before archiving")
@@ -72,14 +105,13 @@ def locked(state_dir: Path) -> set[str]:
 
 def set_locked(state_dir: Path, file: str, value: bool) -> bool:
     """Lock or unlock `file`; returns whether anything changed."""
-    with exclusive(state_dir / "locked.lock", LOCK_TIMEOUT):
+    with exclusive(safe_folder(state_dir) / "locked.lock", LOCK_TIMEOUT):
         names = locked(state_dir)
         key = name_key(file)
         if (key in names) == value:
             return False
         names = names | {key} if value else names - {key}
         data: dict[str, Any] = {name: True for name in sorted(names)}
-        state_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(
             state_dir / "locked.json", (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode()
         )

@@ -1,4 +1,4 @@
-"""The persisted search index of a memory directory: `<state>/cache/index-v4-<key>.sqlite`.
+"""The persisted search index of a memory directory: `<state>/cache/index-v5-<key>.sqlite`.
 
 SQLite, from the standard library, because it gives what a cache on the hot path needs:
 
@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,10 +44,11 @@ from typing import Any, NamedTuple
 
 from .config import temp_dir, user_cache_dir
 from .errors import SagememError
-from .files import read_bytes
+from .files import read_bytes, safe_folder
 from .names import is_memory_name
 
-FORMAT = 4
+FORMAT = 5
+MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 
 DEAD = 0xFFFFFFFF  # a free paragraph id
 BATCH = 500  # files tokenised per transaction
@@ -68,18 +70,21 @@ CREATE TABLE IF NOT EXISTS files(
     version TEXT,
     baseline INTEGER NOT NULL DEFAULT 0,
     entry BLOB,
-    tokens BLOB
+    tokens BLOB,
+    problem TEXT
 );
 CREATE INDEX IF NOT EXISTS files_baseline ON files(baseline) WHERE baseline;
+CREATE INDEX IF NOT EXISTS files_problem ON files(problem) WHERE problem IS NOT NULL;
 CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, descriptions BLOB, paragraphs BLOB) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS arrays(name TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
 """
 
 Progress = Callable[[int, int], None]
-# What reading one file gives: (entry fields, tokens) for a memory, or None for a file that is
-# not one (`check` says why); tokens are (description tf, [paragraph tf, ...]).
+# What reading one file gives: (entry fields, tokens) for a memory; the name of a problem for
+# a memory left out on purpose ("merge-conflict": injection says so); None for a file that is
+# not a memory (`check` says why). Tokens are (description tf, [paragraph tf, ...]).
 Indexed = Callable[
-    [str, bytes, float], "tuple[tuple[Any, ...], tuple[dict[str, int], list[dict[str, int]]]] | None"
+    [str, bytes, float], "tuple[tuple[Any, ...], tuple[dict[str, int], list[dict[str, int]]]] | str | None"
 ]
 
 
@@ -96,6 +101,7 @@ class _Fresh(NamedTuple):
     entry: tuple[Any, ...] | None
     tokens: tuple[dict[str, int], list[dict[str, int]]] | None
     same: bool = False
+    problem: str | None = None
 
 
 def listing(memory_dir: Path) -> dict[str, str]:
@@ -140,6 +146,24 @@ def open_index(
 
 # What reading the index's own data raises when a file holds what sagemem did not write there.
 DAMAGE = (sqlite3.DatabaseError, CacheDamaged, ValueError, TypeError, EOFError, IndexError, KeyError)
+# SQLite's primary result codes that say "not now" (busy, locked, read-only, I/O, full, cannot
+# open, out of memory, interrupted, no permission), not "this file is wrong".
+_TRANSIENT = {3, 5, 6, 7, 8, 9, 10, 13, 14, 23}
+_TRANSIENT_WORDS = ("locked", "busy", "readonly", "read-only", "disk i/o", "full", "unable to open")
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether an error reading or writing the index means its file is damaged (delete and
+    build again), as opposed to a place that cannot be used right now. `no such table` and
+    `database disk image is malformed` are damage; `database is locked` is not."""
+    if isinstance(exc, CacheDamaged):
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return isinstance(exc, DAMAGE) and not isinstance(exc, OSError)
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF not in _TRANSIENT
+    return not any(word in str(exc).lower() for word in _TRANSIENT_WORDS)
 
 
 def _open_at(
@@ -147,21 +171,26 @@ def _open_at(
 ) -> Snapshot | None:
     """The index at `place`, brought up to date; a damaged one is deleted and built once more.
     None when the place cannot be used (unwritable, full, locked for too long)."""
+    repaired = ""
     for attempt in (1, 2):
         conn = None
         try:
             conn = _connect(place)
             refresh(conn, memory_dir, files, index_file, progress)
-            return _snapshot(conn, place)
-        except (OSError, sqlite3.OperationalError):
+            return _snapshot(conn, place, repaired)
+        except (OSError, sqlite3.OperationalError) as exc:
             if conn is not None:
                 conn.close()
-            return None
-        except DAMAGE:
+            if not damaged(exc) or attempt == 2:
+                return None  # busy, read-only, full: this place cannot be used now
+            repaired = str(exc)
+            _remove(place)
+        except DAMAGE as exc:
             if conn is not None:
                 conn.close()
             if attempt == 2:
                 return None
+            repaired = str(exc) or type(exc).__name__
             _remove(place)
         except BaseException:
             if conn is not None:
@@ -179,6 +208,7 @@ class Snapshot(NamedTuple):
     meta: dict[str, Any]
     arrays: dict[str, array[int]]
     path: Path | None  # the index's file; None in memory
+    repaired: str = ""  # what was wrong with the file when this call found it damaged
 
     def discard(self) -> None:
         """Close it and delete the file: it held something no sagemem wrote there."""
@@ -187,7 +217,7 @@ class Snapshot(NamedTuple):
             _remove(self.path)
 
 
-def _snapshot(conn: sqlite3.Connection, path: Path | None = None) -> Snapshot:
+def _snapshot(conn: sqlite3.Connection, path: Path | None = None, repaired: str = "") -> Snapshot:
     conn.execute("BEGIN")
     meta = _meta(conn)
     arrays = load_arrays(conn)
@@ -197,7 +227,7 @@ def _snapshot(conn: sqlite3.Connection, path: Path | None = None) -> Snapshot:
         raise CacheDamaged("the arrays do not match the files")
     if sum(arrays["paragraph_lengths"]) != meta.get("paragraphs_total", 0):
         raise CacheDamaged("the arrays do not match the statistics")
-    return Snapshot(conn, meta, arrays, path)
+    return Snapshot(conn, meta, arrays, path, repaired)
 
 
 def db_name(memory_dir: Path) -> str:
@@ -209,11 +239,14 @@ def db_name(memory_dir: Path) -> str:
 
 
 def _places(memory_dir: Path, state_dir: Path) -> Iterator[Path]:
-    """Where the index may live, in order of preference."""
+    """Where the index may live, in order of preference; a place whose folders are links (a
+    state dir that came with a clone) or cannot be made is skipped."""
     name = db_name(memory_dir)
-    yield state_dir / "cache" / name
-    yield user_cache_dir() / name
-    temp = temp_dir()
+    with contextlib.suppress(OSError, SagememError):
+        yield safe_folder(state_dir, "cache") / name
+    with contextlib.suppress(OSError, SagememError):
+        yield safe_folder(user_cache_dir()) / name
+    temp = temp_dir()  # made only when the others failed
     if temp is not None:
         yield temp / name
 
@@ -222,11 +255,17 @@ def _connect(db: Path | None) -> sqlite3.Connection:
     if db is None:
         conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     else:
-        db.parent.mkdir(parents=True, exist_ok=True)
-        # The state dir may come with a cloned repository: never write through a link.
+        # The state dir may come with a cloned repository: never open a link, a FIFO or a
+        # device in its place, and never trust a file far larger than an index grows.
         for suffix in ("", "-wal", "-shm", "-journal"):
-            if db.with_name(db.name + suffix).is_symlink():
-                raise OSError(f"{db.name}{suffix}: a link; the index is not written through one")
+            try:
+                info = os.lstat(db.with_name(db.name + suffix))
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(f"{db.name}{suffix}: not a regular file; the index is not opened through it")
+            if info.st_size > MAX_DB_BYTES:
+                raise CacheDamaged(f"{db.name}{suffix}: larger than an index grows")
         conn = sqlite3.connect(db, timeout=BUSY_MS / 1000, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA trusted_schema=OFF")
         # WAL: a reader keeps one consistent snapshot while writers go on committing.
@@ -351,8 +390,8 @@ def _read(path: Path, stamp: str, version: str | None, index_file: Indexed) -> _
         built = index_file(path.name, data, int(stamp.split()[0]) / 1e9)
     except Exception:  # noqa: BLE001 - one odd file must not take search down
         built = None
-    if built is None:
-        return _Fresh(stamp, now, None, None)
+    if built is None or isinstance(built, str):
+        return _Fresh(stamp, now, None, None, problem=built)
     return _Fresh(stamp, now, *built)
 
 
@@ -513,13 +552,15 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, s
             tokens = json.dumps((described, paragraphs, pids), ensure_ascii=False)
         baseline = bool(item.entry and item.entry[7])
         conn.execute(
-            "UPDATE files SET stamp = ?, version = ?, baseline = ?, entry = ?, tokens = ? WHERE doc = ?",
+            "UPDATE files SET stamp = ?, version = ?, baseline = ?, entry = ?, tokens = ?, problem = ?"
+            " WHERE doc = ?",
             (
                 item.stamp,
                 item.version,
                 baseline,
                 None if item.entry is None else json.dumps(item.entry, ensure_ascii=False),
                 tokens,
+                item.problem,
                 doc,
             ),
         )

@@ -13,12 +13,16 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from .errors import SagememError
+from .files import read_state
+
 PROJECT_DIR = Path(".sagemem") / "memory"
 STATE_DIR_NAME = ".sagemem"
+MAX_SETTINGS_BYTES = 64 * 1024
 
 
 class Location(NamedTuple):
@@ -68,6 +72,15 @@ def fallback_state_dir(state_dir: Path) -> Path | None:
     if temp is None:
         return None
     return temp / f"state-{hashlib.sha256(str(state_dir).encode('utf-8')).hexdigest()[:16]}"
+
+
+def state_places(state_dir: Path) -> Iterator[Path]:
+    """Where machine-local records of `state_dir` may go: the state dir, then, when it cannot
+    be written (a sandbox, a read-only mount, a refused link), its fallback in the temp dir."""
+    yield state_dir
+    fallback = fallback_state_dir(state_dir)  # made only once the state dir has failed
+    if fallback is not None:
+        yield fallback
 
 
 def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -167,10 +180,10 @@ _RANGES: dict[str, tuple[str, float, float]] = {
 def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     stored: dict[str, object] = {}
-    try:
-        loaded = json.loads((state_dir / "settings.json").read_text(encoding="utf-8"))
+    try:  # a link, a FIFO, a huge or a damaged file reads as no settings
+        loaded = json.loads(read_state(state_dir / "settings.json", MAX_SETTINGS_BYTES) or b"{}")
         stored = loaded if isinstance(loaded, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, SagememError, ValueError, RecursionError):
         pass
     values: dict[str, object] = {}
     defaults = Settings()

@@ -21,8 +21,8 @@ from . import cache
 from .bm25 import Index
 from .cache import Progress
 from .errors import SagememError
-from .names import name_key
-from .text import split_lines
+from .names import is_memory_name, name_key
+from .text import conflict_marker_line, split_lines
 from .tokenize import document_tokens
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # Stage-1 fields and their weights, applied by repeating the field's tokens.
 FIELD_WEIGHTS = (("description", 3), ("name", 2), ("aliases", 2), ("tags", 1), ("file", 1))
+MERGE_CONFLICT = "merge-conflict"
 _HEADING = re.compile(r"^#{1,6}\s")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -102,6 +103,25 @@ class Corpus:
     def close(self) -> None:
         self._conn.close()
 
+    @property
+    def repaired(self) -> str:
+        """What was wrong with the index when this call found it damaged and built it again."""
+        return self._snapshot.repaired
+
+    def audit(self) -> None:
+        """Read everything once, every entry and every term's postings, as queries would:
+        `cache.CacheDamaged` (or SQLite's error) at the first fault."""
+        (verdict,) = self._conn.execute("PRAGMA quick_check").fetchone()
+        if verdict != "ok":
+            raise cache.CacheDamaged(f"SQLite quick_check: {verdict}")
+        for row in self._conn.execute("SELECT name, entry FROM files WHERE entry IS NOT NULL"):
+            _decode(*row)
+        for term, described, paragraphs in self._conn.execute(
+            "SELECT term, descriptions, paragraphs FROM terms"
+        ):
+            _check(term, described, self._terms.sizes[0])
+            _check(term, paragraphs, self._terms.sizes[1])
+
     def discard(self) -> None:
         """Close and delete the index: a query found it damaged (`cache.CacheDamaged`)."""
         self._snapshot.discard()
@@ -120,23 +140,27 @@ class Corpus:
     def entry(self, doc: int) -> Entry:
         found = self._entries.get(doc)
         if found is None:
-            row = self._conn.execute("SELECT entry FROM files WHERE doc = ?", (doc,)).fetchone()
-            if row is None or row[0] is None:
+            row = self._conn.execute("SELECT name, entry FROM files WHERE doc = ?", (doc,)).fetchone()
+            if row is None or row[1] is None:
                 raise cache.CacheDamaged(f"no entry for document {doc}")
-            try:
-                found = self._entries[doc] = _entry(json.loads(row[0]))
-            except (ValueError, TypeError) as exc:
-                raise cache.CacheDamaged(f"entry {doc} does not decode: {exc}") from None
+            found = self._entries[doc] = _decode(*row)
         return found
 
     def entries(self) -> list[Entry]:
         """Every memory, in name order."""
-        rows = self._conn.execute("SELECT entry FROM files WHERE entry IS NOT NULL")
-        return sorted((_entry(json.loads(e)) for (e,) in rows), key=lambda e: (name_key(e.file), e.file))
+        rows = self._conn.execute("SELECT name, entry FROM files WHERE entry IS NOT NULL")
+        return sorted((_decode(*row) for row in rows), key=lambda e: (name_key(e.file), e.file))
 
     def baseline(self) -> list[Entry]:
-        rows = self._conn.execute("SELECT entry FROM files WHERE baseline AND entry IS NOT NULL")
-        return [_entry(json.loads(e)) for (e,) in rows]
+        rows = self._conn.execute("SELECT name, entry FROM files WHERE baseline AND entry IS NOT NULL")
+        return [_decode(*row) for row in rows]
+
+    def left_out(self) -> list[tuple[str, str]]:
+        """(file, problem) for each memory left out of search on purpose (unresolved merge
+        conflict markers), in name order."""
+        rows = self._conn.execute("SELECT name, problem FROM files WHERE problem IS NOT NULL")
+        found = [(str(n), str(p)) for n, p in rows if isinstance(n, str) and is_memory_name(n)]
+        return sorted(found, key=lambda item: (name_key(item[0]), item[0]))
 
 
 class _Terms:
@@ -144,7 +168,7 @@ class _Terms:
 
     def __init__(self, conn: sqlite3.Connection, sizes: tuple[int, int]) -> None:
         self._conn = conn
-        self._sizes = sizes  # how many description and paragraph ids there are
+        self.sizes = sizes  # how many description and paragraph ids there are
         self._rows: dict[str, tuple[bytes | None, bytes | None]] = {}
 
     def row(self, term: str) -> tuple[bytes | None, bytes | None]:
@@ -154,7 +178,7 @@ class _Terms:
                 "SELECT descriptions, paragraphs FROM terms WHERE term = ?", (term,)
             ).fetchone()
             found = self._rows[term] = got or (None, None)
-            for packed, size in zip(found, self._sizes, strict=True):
+            for packed, size in zip(found, self.sizes, strict=True):
                 _check(term, packed, size)
         return found
 
@@ -271,11 +295,15 @@ def build(memory: Memory, mtime: float) -> tuple[Entry, Tokens]:
 
 def index_file(
     name: str, data: bytes, mtime: float
-) -> tuple[tuple[Any, ...], tuple[dict[str, int], list[dict[str, int]]]] | None:
-    """What the cache stores for one file: its entry's fields and its tokens, or None when the
-    file is not a usable memory (`list` and `check` say why)."""
+) -> tuple[tuple[Any, ...], tuple[dict[str, int], list[dict[str, int]]]] | str | None:
+    """What the cache stores for one file: its entry's fields and its tokens; "merge-conflict"
+    for a memory with unresolved git conflict markers (left out, and the injection says so:
+    half of each side, markers and all, is no memory to act on); None when the file is not a
+    usable memory (`list` and `check` say why)."""
     from .memory import parse_memory  # YAML is loaded only when a file needs indexing
 
+    if conflict_marker_line(data.decode("utf-8", "replace")) is not None:
+        return MERGE_CONFLICT
     try:
         entry, tokens = build(parse_memory(name, data), mtime)
     except SagememError:
@@ -298,17 +326,49 @@ def using(
     progress: Progress | None = None,
 ) -> T:
     """`work(corpus)` on a freshly loaded corpus, closed afterwards. When the work finds the
-    index damaged (`cache.CacheDamaged`, raised where postings or entries are read), the index
-    is deleted and built again, once, and the work done on the new one."""
-    for attempt in (1, 2):
-        with load(memory_dir, state_dir, progress=progress) as corpus:
+    index damaged (`cache.CacheDamaged` where postings or entries are read, or SQLite's own
+    `no such table`, `database disk image is malformed`), the index is deleted and built
+    again, once, and the work done on the new one; damaged again, the work is done on an
+    index built in memory, so the call still answers."""
+    for use_cache in (True, True, False):
+        with load(memory_dir, state_dir, use_cache=use_cache, progress=progress) as corpus:
             try:
                 return work(corpus)
-            except cache.CacheDamaged:
-                if attempt == 2:
+            except (cache.CacheDamaged, sqlite3.DatabaseError) as exc:
+                if not use_cache or not cache.damaged(exc):
                     raise
                 corpus.discard()
-    raise AssertionError("unreachable: the second attempt returns or raises")
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def verify(memory_dir: Path, state_dir: Path) -> str | None:
+    """Read the whole persisted index once (`check`): None when it was sound, else what was
+    wrong with it. A damaged index is deleted and built again on the way (it is derived from
+    the memory files, which are not touched)."""
+    with load(memory_dir, state_dir) as corpus:
+        try:
+            corpus.audit()
+            return corpus.repaired or None
+        except (cache.CacheDamaged, sqlite3.DatabaseError) as exc:
+            if not cache.damaged(exc):
+                raise
+            corpus.discard()
+            problem = str(exc) or type(exc).__name__
+    load(memory_dir, state_dir).close()
+    return problem
+
+
+def _decode(name: Any, raw: Any) -> Entry:
+    """An entry as the index stores it. Its file name passes the rule every name from outside
+    passes, and is the row's own name, so nothing read from an index (which may have come with
+    a clone) can point outside the directory."""
+    try:
+        entry = _entry(json.loads(raw))
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise cache.CacheDamaged(f"an entry does not decode: {exc}") from None
+    if not isinstance(name, str) or entry.file != name or not is_memory_name(name):
+        raise cache.CacheDamaged(f"an entry names {entry.file!r}, not a memory file of this directory")
+    return entry
 
 
 def _fields(entry: Entry) -> tuple[object, ...]:

@@ -21,6 +21,27 @@ class StoreNotFound(SagememError, FileNotFoundError):
     """The memory directory does not exist (run `sagemem init`)."""
 
 
+class UnsafePath(SagememError):
+    """A path sagemem will not read or write through: a link, a special file, a file over its
+    cap, in a place that may have come with a cloned repository. Nothing was changed."""
+
+    def __init__(self, path: object, rule: str) -> None:
+        self.path = str(path)
+        self.rule = rule
+        super().__init__(f"{path}: {rule}")
+
+
+class StorageError(SagememError, OSError):
+    """Writing a file failed (a full disk, a read-only folder): names the file and the step."""
+
+    def __init__(self, path: object, operation: str, cause: OSError) -> None:
+        OSError.__init__(self, cause.errno, cause.strerror or str(cause), str(path))
+        self.operation = operation
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.operation} failed: {self.strerror}; the file was not changed"
+
+
 class InvalidName(SagememError, ValueError):
     """A memory file name breaks a naming rule."""
 
@@ -62,23 +83,39 @@ class ConflictNotFound(SagememError, KeyError):
 
 
 class VersionConflict(SagememError):
-    """The file changed since the version the write was based on; the attempt was recorded."""
+    """The file changed since the version the write was based on; nothing was written.
+
+    The attempt is kept in the conflict queue; `kept` is False when even that could not be
+    written (a full disk), and `note` then says why."""
 
     exit_code = 3
 
-    def __init__(self, file: str, expected: str | None, actual: str | None, conflict_id: str) -> None:
+    def __init__(
+        self,
+        file: str,
+        expected: str | None,
+        actual: str | None,
+        conflict_id: str,
+        *,
+        kept: bool = True,
+        note: str = "",
+    ) -> None:
         self.file = file
         self.expected = expected
         self.actual = actual
         self.conflict_id = conflict_id
+        self.kept = kept
         if expected is None:
             what = "already exists"
         elif actual is None:
             what = f"was deleted since version {expected[:12]}"
         else:
             what = f"changed since version {expected[:12]} (now {actual[:12]})"
+        if kept:
+            fate = f"Your version is kept as conflict {conflict_id} (sagemem conflicts show {conflict_id})"
+        else:
+            fate = "Your version could not be kept as a conflict; save it elsewhere before you retry"
         super().__init__(
-            f"{file}: version conflict: the file {what}; nothing was written. "
-            f"Your version is kept as conflict {conflict_id} "
-            f"(sagemem conflicts show {conflict_id})"
+            f"{file}: version conflict: the file {what}; nothing was written. {fate}"
+            + (f" ({note})" if note else "")
         )

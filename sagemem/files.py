@@ -1,10 +1,16 @@
-"""Reading and writing memory files safely.
+"""Reading and writing memory and state files safely.
 
 Reads pass one gate: `lstat` first (never `stat`), so a symlink or a non-regular file is
-refused before it is opened, and a file over the size cap is refused before it is read.
+refused before it is opened, and a file over its size cap is refused before it is read; the
+open itself neither follows a link nor waits on a FIFO swapped in meanwhile. Every read has
+a cap: a memory directory or a state directory may arrive with a cloned repository.
+Folders in a state directory are made and entered through `safe_folder`, which refuses a
+link anywhere below the state directory, so nothing is written outside it.
+
 Writes are atomic: a unique temp file in the same directory, fsync, `os.replace` (or a hard
 link for create-only), then fsync of the directory; the temp file is removed on every
-failure path. A reader therefore sees the old bytes or the new bytes, never a mix.
+failure path. A reader therefore sees the old bytes or the new bytes, never a mix. A write
+that fails names the file and the operation (`StorageError`).
 """
 
 from __future__ import annotations
@@ -14,57 +20,132 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import InvalidMemory, MemoryNotFound
+from .errors import InvalidMemory, MemoryNotFound, StorageError, UnsafePath
 
-MAX_FILE_BYTES = 512 * 1024
+MAX_FILE_BYTES = 512 * 1024  # a memory file
+MAX_ARCHIVED_BYTES = MAX_FILE_BYTES + 16 * 1024  # an archived one: its trace keys may take it past the cap
+MAX_INDEX_FILE_BYTES = 4 * 1024 * 1024  # MEMORY.md: one line per memory, for tens of thousands
+MAX_COPY_BYTES = max(MAX_ARCHIVED_BYTES, MAX_INDEX_FILE_BYTES)  # a file a snapshot or rollback copies
 TEMP_SUFFIX = ".tmp"
+_READ_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+)
 
 
-def read_bytes(path: Path, *, limit: int | None = MAX_FILE_BYTES) -> bytes:
-    """The bytes of the regular file at `path`, refusing links, specials and oversize files."""
+def read_bytes(path: Path, *, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the memory file at `path`, refusing links, specials and oversize files
+    (`InvalidMemory` naming the file; `MemoryNotFound` when there is none)."""
     try:
-        info = os.lstat(path)
+        return _read_regular(path, limit)
     except FileNotFoundError:
         raise MemoryNotFound(path.name) from None
-    check_regular(path, info.st_mode)
-    if limit is not None and info.st_size > limit:
-        raise InvalidMemory(path.name, f"file is larger than {limit // 1024} KiB ({info.st_size} bytes)")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    except _Refused as refused:
+        raise InvalidMemory(path.name, refused.rule) from None
+
+
+def read_state(path: Path, limit: int) -> bytes | None:
+    """The bytes of a file sagemem keeps (settings, ledgers, conflicts, manifests), None when
+    there is none; a link, a special file or one over `limit` is `UnsafePath`."""
     try:
-        fd = os.open(path, flags)
+        return _read_regular(path, limit)
     except FileNotFoundError:
-        raise MemoryNotFound(path.name) from None
+        return None
+    except NotADirectoryError:
+        return None
+    except _Refused as refused:
+        raise UnsafePath(path, refused.rule) from None
+
+
+class _Refused(Exception):
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    info = os.lstat(path)
+    _regular(info.st_mode)
+    if info.st_size > limit:
+        raise _Refused(f"file is larger than {_size(limit)} ({info.st_size} bytes)")
+    fd = os.open(path, _READ_FLAGS)
     with open(fd, "rb") as handle:
         # Re-check on the open handle: the path may have been swapped after lstat.
-        check_regular(path, os.fstat(handle.fileno()).st_mode)
-        data = handle.read() if limit is None else handle.read(limit + 1)
-    if limit is not None and len(data) > limit:
-        raise InvalidMemory(path.name, f"file is larger than {limit // 1024} KiB")
+        _regular(os.fstat(handle.fileno()).st_mode)
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise _Refused(f"file is larger than {_size(limit)}")
     return data
 
 
 def check_regular(path: Path, mode: int) -> None:
+    try:
+        _regular(mode)
+    except _Refused as refused:
+        raise InvalidMemory(path.name, refused.rule) from None
+
+
+def _regular(mode: int) -> None:
     if stat.S_ISLNK(mode):
-        raise InvalidMemory(path.name, "is a symbolic link; links are refused")
+        raise _Refused("is a symbolic link; links are refused")
     if not stat.S_ISREG(mode):
-        raise InvalidMemory(path.name, "is not a regular file")
+        raise _Refused("is not a regular file")
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
+
+
+def safe_folder(root: Path, *parts: str, create: bool = True) -> Path:
+    """`root/parts...`, made where missing (with `create`), refusing (`UnsafePath`) a link or a
+    file at `root` or at any folder below it: a state directory that came with a clone may
+    hold links meant to make sagemem write elsewhere. Folders above `root` are the person's
+    own choice (a linked home or dotfiles folder is fine)."""
+    path = root
+    for depth in range(len(parts) + 1):
+        if depth:
+            path = path / parts[depth - 1]
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            if not create:
+                return root.joinpath(*parts)
+            try:
+                os.makedirs(path) if depth == 0 else os.mkdir(path)
+                continue
+            except FileExistsError:
+                info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            raise UnsafePath(path, "is a symbolic link; sagemem does not follow links in its state directory")
+        if not stat.S_ISDIR(info.st_mode):
+            raise UnsafePath(path, "is not a directory")
+    return path
 
 
 def write_atomic(path: Path, data: bytes, *, create_only: bool = False) -> None:
     """Put `data` at `path` in one step. With `create_only`, fail if `path` exists."""
-    mode = _mode_for(path)
-    fd, temp = _temp_beside(path)
+    try:
+        mode = _mode_for(path)
+        fd, temp = _temp_beside(path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise StorageError(path, "creating a temp file to write", exc) from exc
+    step = "writing"
     try:
         with open(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp, mode)
+        step = "replacing"
         if create_only:
             _link_new(temp, path)
         else:
             os.replace(temp, path)
         fsync_dir(path.parent)
+    except FileExistsError:
+        raise  # create-only found the name taken: the caller's case, not a storage failure
+    except OSError as exc:
+        raise StorageError(path, step, exc) from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)

@@ -8,6 +8,9 @@ state dir: two processes that were given different state dirs still exclude each
 refused write is not thrown away: it is recorded in `<state>/conflicts/<id>.json` with the
 bytes on disk and the bytes proposed, for a person to decide. The id is derived from (file,
 expected version, proposed bytes), so the same refused write reported twice is one record.
+Where the state dir cannot be written (read-only, full, a refused link) the record goes to
+its fallback in the temp dir, and the queue is read from both; a refusal whose record
+cannot be written anywhere is still a refusal (`VersionConflict`, exit 3), saying so.
 
 A process that does not use sagemem (an editor, `git checkout`) takes no lock; such a write
 landing in the microseconds between our check and our rename is the one window left open.
@@ -29,14 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .config import STATE_DIR_NAME, fallback_state_dir, state_places
 from .errors import ConflictNotFound, MemoryNotFound, SagememError, VersionConflict
-from .files import TEMP_SUFFIX, read_bytes, write_atomic
+from .files import TEMP_SUFFIX, read_bytes, read_state, safe_folder, write_atomic
 from .locking import exclusive
 from .memory import version_of
-from .names import name_key
+from .names import check_name, name_key
 
 LOCK_TIMEOUT = 30.0
-LOCK_DIR = Path(".sagemem") / "locks"
+# A record holds two file texts, JSON-escaped (up to 6 bytes a character for control characters).
+MAX_RECORD_BYTES = 32 * 1024 * 1024
 _CONFLICT_ID = re.compile(r"\A[0-9a-f]{16}\Z")
 _RESOLVED_NAME = re.compile(r"\A[0-9a-f]{16}(-\d+)?\Z")
 _VERSION = re.compile(r"\A[0-9a-f]{64}\Z")
@@ -83,9 +88,13 @@ class Conflict:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Conflict:
+        """A record as stored; its id and file name pass the same rules as input (a state
+        dir may come with a clone), else `ValueError`."""
+        if not isinstance(data.get("id"), str) or not _CONFLICT_ID.match(data["id"]):
+            raise ValueError(f"not a conflict id: {data.get('id')!r}")
         return cls(
             id=data["id"],
-            file=data["file"],
+            file=check_name(data["file"]),
             expected_version=data.get("expected_version"),
             disk_version=data.get("disk_version"),
             disk=_decode(data, "disk"),
@@ -118,7 +127,8 @@ def file_lock(path: Path) -> Iterator[None]:
     While it is held nobody else writes that file, so temp files left for it by a killed
     writer are partial copies of writes that never happened: they are removed.
     """
-    with exclusive(path.parent / LOCK_DIR / f"{name_key(path.name)}.lock", LOCK_TIMEOUT):
+    locks = safe_folder(path.parent / STATE_DIR_NAME, "locks")
+    with exclusive(locks / f"{name_key(path.name)}.lock", LOCK_TIMEOUT):
         for temp in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
@@ -203,45 +213,67 @@ def _refuse(
         writer=writer,
         reason=reason,
     )
-    path = _conflicts_dir(state_dir) / f"{conflict.id}.json"
-    if not path.exists():  # the same refused write, reported again, stays one record
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, _dump(conflict))
-    return VersionConflict(file, expected, actual, conflict.id)
+    failure: Exception | None = None
+    for place in state_places(state_dir):
+        try:
+            path = safe_folder(place, "conflicts") / f"{conflict.id}.json"
+            if not os.path.lexists(path):  # the same refused write, reported again, stays one record
+                write_atomic(path, _dump(conflict))
+            note = "" if place == state_dir else f"kept in {place}: {failure}"
+            return VersionConflict(file, expected, actual, conflict.id, note=note)
+        except (OSError, SagememError) as exc:
+            failure = failure or exc
+    return VersionConflict(file, expected, actual, conflict.id, kept=False, note=str(failure))
 
 
 def list_conflicts(state_dir: Path, *, resolved: bool = False) -> list[Conflict]:
-    folder = _conflicts_dir(state_dir) / ("resolved" if resolved else "")
-    if not folder.is_dir():
-        return []
+    """The open (or resolved) conflicts, from the state dir and its fallback."""
     pattern = _RESOLVED_NAME if resolved else _CONFLICT_ID
-    found = [_load(p) for p in folder.glob("*.json") if pattern.match(p.stem)]
-    return sorted(found, key=lambda c: (c.created, c.id))
+    found = {}
+    for place in _places(state_dir):
+        folder = _conflicts_dir(place) / ("resolved" if resolved else "")
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        for path in folder.glob("*.json"):
+            if pattern.match(path.stem) and path.name not in found:
+                found[path.name] = _load(path)
+    return sorted(found.values(), key=lambda c: (c.created, c.id))
 
 
 def load_conflict(state_dir: Path, cid: str) -> Conflict:
     """The open conflict `cid`; `ConflictNotFound` for unknown or malformed ids."""
-    if not _CONFLICT_ID.match(cid):
-        raise ConflictNotFound(cid)
-    path = _conflicts_dir(state_dir) / f"{cid}.json"
-    if not path.is_file():
-        raise ConflictNotFound(cid)
-    return _load(path)
+    return _load(_open_record(state_dir, cid))
+
+
+def _open_record(state_dir: Path, cid: str) -> Path:
+    if _CONFLICT_ID.match(cid):
+        for place in _places(state_dir):
+            path = _conflicts_dir(place) / f"{cid}.json"
+            if os.path.lexists(path):
+                return path
+    raise ConflictNotFound(cid)
 
 
 def close_conflict(state_dir: Path, conflict: Conflict, resolution: str) -> Conflict:
-    """Move an open conflict to `conflicts/resolved/`, stamped with how it was resolved. The same
-    refused write can come back and be resolved again: each resolution keeps its own record."""
+    """Move an open conflict to `conflicts/resolved/` (where it was kept), stamped with how it
+    was resolved. The same refused write can come back and be resolved again: each
+    resolution keeps its own record."""
+    record = _open_record(state_dir, conflict.id)
     done = Conflict(**{**conflict.__dict__, "resolution": resolution, "resolved_at": _now()})
-    folder = _conflicts_dir(state_dir) / "resolved"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = safe_folder(record.parent.parent, "conflicts", "resolved")
     target, n = folder / f"{conflict.id}.json", 1
-    while target.exists():
+    while os.path.lexists(target):
         n += 1
         target = folder / f"{conflict.id}-{n}.json"
     write_atomic(target, _dump(done), create_only=True)
-    os.unlink(_conflicts_dir(state_dir) / f"{conflict.id}.json")
+    os.unlink(record)
     return done
+
+
+def _places(state_dir: Path) -> list[Path]:
+    """The state dir, and its fallback if one was ever made (never made here)."""
+    fallback = fallback_state_dir(state_dir)
+    return [state_dir] + ([fallback] if fallback is not None and fallback.is_dir() else [])
 
 
 def _conflicts_dir(state_dir: Path) -> Path:
@@ -250,8 +282,11 @@ def _conflicts_dir(state_dir: Path) -> Path:
 
 def _load(path: Path) -> Conflict:
     try:
-        return Conflict.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, KeyError, TypeError) as exc:
+        raw = read_state(path, MAX_RECORD_BYTES)
+        if raw is None:
+            raise ConflictNotFound(path.stem)
+        return Conflict.from_dict(json.loads(raw))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise SagememError(f"{path}: conflict record is damaged ({exc})") from None
 
 

@@ -19,7 +19,7 @@ from .errors import InvalidMemory
 from .index import IndexReport
 from .memory import Memory
 from .names import TYPES, name_key
-from .text import split_lines
+from .text import conflict_marker_line, split_lines
 
 MAX_INDEX_LINES = 200  # what Claude Code loads of MEMORY.md
 MAX_INDEX_BYTES = 25 * 1024
@@ -43,6 +43,10 @@ CHECKS = {
     "broken-link": "[[link]] to no memory",
     "archived-link": "[[link]] to an archived memory",
     "secret": "likely secret in a file that may be committed",
+    "archived-changed": "archived memory changed after it was archived (an edit merged into archive/)",
+    "state-link": "state directory (or a folder in it) that is a symbolic link",
+    "state-tracked": "state directory tracked by git",
+    "search-index": "search index found damaged (it was rebuilt)",
 }
 FIXABLE = {"index-dangling", "index-unlisted", "index-duplicate", "index-stale", "crlf"}
 
@@ -53,8 +57,6 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _PLACEHOLDER = re.compile(
     r"\$\{|<[^>]*>|\{\{|x{4,}|\*{3,}|\b(?:your|example|changeme|placeholder|redacted)", re.I
 )
-_MARKER_OPEN = re.compile(r"^<{7}(?: |$)", re.M)
-_MARKER_CLOSE = re.compile(r"^>{7}(?: |$)", re.M)
 _HASH_VALUE = re.compile(r"^[A-Za-z_][\w-]*:[ \t]+(?![\"'|>\[{&*!])[^\n]*?[ \t]#")
 SECRETS = (
     ("private key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
@@ -122,11 +124,28 @@ def check(
     index_text: str,
     index_name: str,
     archived: Iterable[Memory],
+    archived_changed: Iterable[Mapping[str, Any]] = (),
+    state: Iterable[tuple[str, str, str]] = (),
+    search_index: str | None = None,
     today: dt.date | None = None,
 ) -> HealthReport:
-    """Run every check. `texts`: each readable memory's text; `memories`: those that parsed."""
+    """Run every check. `texts`: each readable memory's text; `memories`: those that parsed;
+    `archived_changed`: archived memories whose bytes changed after archiving
+    (`MemoryStore.archived_changes`, with their trace); `state`: (check, path, what) found
+    about the state directory."""
     today = today or dt.date.today()
     found: list[Finding] = []
+    found += [_archived_changed(change) for change in archived_changed]
+    found += [_state(check, path, what) for check, path, what in state]
+    if search_index:
+        found.append(
+            Finding(
+                "search-index",
+                "search index",
+                f"was damaged ({search_index}) and has been rebuilt from the memory files",
+                severity="hint",
+            )
+        )
     found += _index(index_report, index_text, index_name) + _secrets(index_name, index_text)
     found += _conflict_markers(index_name, index_text)
     broken = list(unreadable)
@@ -181,6 +200,31 @@ def _index(report: IndexReport, text: str, index_name: str) -> list[Finding]:
     return found
 
 
+def _archived_changed(change: Mapping[str, Any]) -> Finding:
+    when = f" on {change['archived_at']}" if change.get("archived_at") else ""
+    why = f" ({change['reason']})" if change.get("reason") else ""
+    commit = f"; last changed by commit {change['commit']}" if change.get("commit") else ""
+    return Finding(
+        "archived-changed",
+        str(change["file"]),
+        f"changed after it was archived{when}{why}: archived as {change['sealed'][:12]}, now "
+        f"{change['now'][:12]}{commit}. That change is in no live memory: `sagemem restore "
+        f"{change['name']}` brings it back (archive it again if it should stay retired)",
+    )
+
+
+def _state(check: str, path: str, what: str) -> Finding:
+    if check == "state-tracked":
+        message = (
+            f"is tracked by git ({what}): it holds this machine's conflicts, ledgers and index, and "
+            f"a clone's copy is a stranger's. Untrack it (`git rm -r --cached <it>`) and keep "
+            f"`.sagemem/` in .gitignore"
+        )
+    else:
+        message = f"{what}: sagemem keeps nothing there (replace the link with a folder)"
+    return Finding(check, path, message)
+
+
 def _case_duplicates(files: Sequence[str]) -> list[Finding]:
     groups: dict[str, list[str]] = defaultdict(list)
     for f in files:
@@ -196,9 +240,8 @@ def _case_duplicates(files: Sequence[str]) -> list[Finding]:
 
 
 def _conflict_markers(file: str, text: str) -> list[Finding]:
-    opened = _MARKER_OPEN.search(text)
-    if opened and _MARKER_CLOSE.search(text, opened.end()):
-        line = text.count("\n", 0, opened.start()) + 1
+    line = conflict_marker_line(text)
+    if line is not None:
         return [
             Finding(
                 "merge-conflict", file, "has unresolved git conflict markers: choose a side and save", line

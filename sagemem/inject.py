@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import corpus as corpus_module
 from . import ledger as access
 from . import render, retrieve
-from .config import Settings, fallback_state_dir
+from .command import command_line
+from .config import Settings, state_places
 from .corpus import Corpus, Entry
 from .errors import SagememError
 from .files import read_bytes
@@ -31,6 +32,9 @@ from .tokenize import has_cjk
 
 MAX_BASELINE = 8
 MAX_CARD_BYTES = 512
+# Retrieval reads at most this much of a message: its start and its end (a question pasted
+# around a long log). Tokenising 20 MB took longer than a harness waits for a hook.
+MAX_QUERY_CHARS = 16_000
 
 _INTENTS = {
     "verify": re.compile(
@@ -65,21 +69,29 @@ _EVIDENCE = re.compile(
 CARD_TEXT = {
     "en": {
         "held": "Memory gap: {n} more related memor{ies} found but not shown ({why}). "
-        "Best lead: {file} — {description}. To read it: `sagemem read {file}`.",
+        "Best lead: {file} — {description}. To read it: `{cmd} read {file}`.",
         "budget": "session budget",
         "score": "lower score",
         "none": "Memory gap: no memory matches this message. Do not guess what was decided before: "
-        "ask the user, or look with `sagemem search` / `sagemem list`.",
+        "ask the user, or look with `{cmd} search` / `{cmd} list`.",
+        "conflicted": "Memory notice: {files} left out of memory: unresolved git merge conflict "
+        "markers. Resolve them (keep one side) and the memory is found again; `{cmd} check` lists them.",
+        "archived-changed": "Memory notice: {files} changed after being archived (a merge carried an "
+        "edit into archive/), so that change is in no live memory. Tell the user; `{cmd} check` says more.",
         "task": "Task checkpoint: {task} (rev {rev}) in {path}; read it before you continue.{undone}",
         "undone": " {n} item(s) marked done without evidence (a path, a command or a test result): {items}.",
     },
     "zh": {
         "held": "记忆缺口：另有 {n} 条相关记忆已找到但未显示（{why}）。"
-        "最值得看的是 {file} — {description}。读取：`sagemem read {file}`。",
+        "最值得看的是 {file} — {description}。读取：`{cmd} read {file}`。",
         "budget": "会话预算已满",
         "score": "得分较低",
         "none": "记忆缺口：没有记忆与这条消息相关。不要猜测之前的决定：请问用户，"
-        "或用 `sagemem search` / `sagemem list` 查找。",
+        "或用 `{cmd} search` / `{cmd} list` 查找。",
+        "conflicted": "记忆提示：{files} 含未解决的 git 合并冲突标记，暂不注入。"
+        "解决冲突（保留一方）后即可再次找到；`{cmd} check` 会列出它们。",
+        "archived-changed": "记忆提示：{files} 在归档之后又被修改（合并把一处修改带进了 archive/），"
+        "这处修改不在任何生效的记忆里。请告诉用户；`{cmd} check` 有详情。",
         "task": "任务检查点：{task}（版本 {rev}），位于 {path}；继续之前先读它。{undone}",
         "undone": "其中 {n} 项标为完成却没有证据（路径、命令或测试结果）：{items}。",
     },
@@ -119,6 +131,14 @@ def intents(message: str) -> set[str]:
     return found | ({"history"} if _HISTORY.search(message) else set())
 
 
+def clip_query(query: str) -> str:
+    """The part of a message retrieval reads: all of it, or its start and its end."""
+    if len(query) <= MAX_QUERY_CHARS:
+        return query
+    half = MAX_QUERY_CHARS // 2
+    return query[:half] + "\n…\n" + query[-half:]
+
+
 def reserve_for(budget: int) -> int:
     """The part of the budget kept for gap cards: 5 %, at least 1 KiB, at most 4 KiB."""
     return min(4096, max(1024, budget * 5 // 100))
@@ -135,7 +155,12 @@ def inject(
     task: str | None = None,
     corpus: Corpus | None = None,
     max_bytes: int | None = None,
+    care: Sequence[tuple[str, str]] = (),
 ) -> Injection:
+    """What to inject for `query`. `max_bytes` caps this one injection (a harness's limit);
+    `care` holds (check, file) findings to tell the session once, at its start (archived
+    memories changed after archiving)."""
+    query = clip_query(query)
     if corpus is None:
         return corpus_module.using(
             memory_dir,
@@ -150,6 +175,7 @@ def inject(
                 task=task,
                 corpus=own,
                 max_bytes=max_bytes,
+                care=care,
             ),
         )
     result = retrieve.search(corpus, query, settings)
@@ -158,13 +184,14 @@ def inject(
         memory_dir, state_dir, corpus, result, query, settings, lang, task or settings.task or session
     )
     plan.max_bytes = max_bytes
+    plan.care = tuple(care)
     if session is None:
         injection = plan.run(Ledger(""), stateless=True)
     else:
         injection, failure = None, None
         # An unwritable state dir (a sandbox) moves the session's ledger to the temp dir, and
         # failing that costs the session its memory, never the injection.
-        for place in _ledger_places(state_dir):
+        for place in state_places(state_dir):
             try:
                 with open_ledger(place, session, reset=reset) as ledger:
                     injection = plan.run(ledger, stateless=False)
@@ -186,13 +213,6 @@ def inject(
     return injection
 
 
-def _ledger_places(state_dir: Path) -> Iterator[Path]:
-    yield state_dir
-    fallback = fallback_state_dir(state_dir)  # made only once the state dir has failed
-    if fallback is not None:
-        yield fallback
-
-
 class _Plan:
     """One injection's inputs, so the same work can run with the session ledger or without."""
 
@@ -210,6 +230,7 @@ class _Plan:
         self.memory_dir, self.state_dir, self.corpus, self.result = memory_dir, state_dir, corpus, result
         self.query, self.settings, self.lang, self.task = query, settings, lang, task
         self.max_bytes: int | None = None  # one injection's cap (a harness's output limit)
+        self.care: tuple[tuple[str, str], ...] = ()  # findings to tell at the session's start
 
     def run(self, ledger: Ledger, *, stateless: bool) -> Injection:
         budget, lang = self.settings.budget, self.lang
@@ -232,12 +253,19 @@ class _Plan:
         pending = [("baseline", s) for s in baseline]
         pending += [("hit", s) for h in hits if (s := read_snippet(self.memory_dir, h.entry, h.start, h.end))]
 
+        left_out = [file for file, _ in self.corpus.left_out()]
         # The framing (intro, discipline, fence, status) is paid once per injection; sized here
         # with the longest status line it can have.
         framing = len(
             render.render(
-                [""], lang=lang, memory_dir=str(self.memory_dir), used=budget, limit=budget, omitted=999
-            )
+                [""],
+                lang=lang,
+                memory_dir=str(self.memory_dir),
+                used=budget,
+                limit=budget,
+                omitted=999,
+                left_out=left_out,
+            ).encode("utf-8")
         )
         spent = framing
         chosen: list[tuple[str, render.Snippet, str]] = []
@@ -252,44 +280,51 @@ class _Plan:
             spent += size
             chosen.append((kind, snippet, part))
 
+        # Cards: a gap card, then (at the session's start) notices, each shown once a session
+        # and paid from the reserve; a task checkpoint rides along with anything shown.
+        starting = not stateless and not repeated and not ledger.baseline_done
         card = "" if repeated else self._card(omitted, held, bool(chosen), wants)
         if not chosen and ledger.used + framing > budget - reserve:
             card = ""  # not even the framing fits: stay silent
-        cards = []
-        if card:
-            digest = hashlib.sha256(card.encode("utf-8")).hexdigest()[:16]
-            size = len(card.encode("utf-8"))
-            if (stateless or digest not in ledger.cards) and ledger.reserve_used + size <= reserve:
-                ledger.reserve_used += size
-                ledger.cards.append(digest)
-                cards.append(card)
+        offered = [card] if card else []
+        offered += self._notices(left_out) if starting else []
+        cards: list[str] = []
+        taken: list[str] = []  # their digests, recorded once they are shown
+        reserve_used = ledger.reserve_used
+        for offer in offered:
+            digest = hashlib.sha256(offer.encode("utf-8")).hexdigest()[:16]
+            size = len(offer.encode("utf-8"))
+            if (stateless or digest not in ledger.cards) and reserve_used + size <= reserve:
+                reserve_used += size
+                cards.append(offer)
+                taken.append(digest)
+        checkpoint = self._checkpoint() if chosen or cards or baseline else ""
+
+        text, base = "", ledger.used
+        while chosen or cards or checkpoint:
+            extra = cards + ([checkpoint] if checkpoint else [])
+            text, used = self._draw(chosen, extra, len(held) + len(omitted), left_out, base, spent)
+            if self.max_bytes is None or len(text.encode("utf-8")) <= self.max_bytes:
+                break
+            # Over this injection's cap (a long fence, a long path): give up the last snippet,
+            # then the checkpoint, then the last card, until it fits or nothing is left.
+            text = ""
+            if chosen:
+                _, dropped, part = chosen.pop()
+                omitted.insert(0, dropped)
+                spent -= len(part.encode("utf-8")) + 2
+            elif checkpoint:
+                checkpoint = ""
             else:
-                card = ""
-        if chosen or cards or baseline:
-            checkpoint = self._checkpoint()
-            cards += [checkpoint] if checkpoint else []
-
-        text = ""
-        if chosen or cards:
-            parts = [part for _, _, part in chosen]
-            count = len(held) + len(omitted)
-            base = ledger.used
-
-            def draw(used: int) -> str:
-                return render.render(
-                    parts,
-                    lang=lang,
-                    memory_dir=str(self.memory_dir),
-                    used=used,
-                    limit=budget,
-                    omitted=count,
-                    extra=cards,
-                )
-
-            text = draw(base + spent)
-            # Charge what was printed, cards excepted (they have the reserve).
-            ledger.used = base + len(text.encode("utf-8")) - sum(len(c.encode("utf-8")) + 2 for c in cards)
-            text = draw(ledger.used)
+                cards.pop()
+                taken.pop()
+        if text:
+            ledger.used = used
+            ledger.reserve_used += sum(len(c.encode("utf-8")) for c in cards)
+            ledger.cards.extend(taken)
+        else:
+            chosen, cards = [], []
+        card = card if card in cards else ""
         for _, snippet, _ in chosen:
             key = f"{snippet.file}:{snippet.start}-{snippet.end}"
             ledger.injected[key] = hashlib.sha256(snippet.text.encode("utf-8")).hexdigest()[:16]
@@ -318,6 +353,35 @@ class _Plan:
             diagnostics=diagnostics,
         )
 
+    def _draw(
+        self,
+        chosen: list[tuple[str, render.Snippet, str]],
+        extra: list[str],
+        count: int,
+        left_out: list[str],
+        base: int,
+        spent: int,
+    ) -> tuple[str, int]:
+        """The text, and the session's bytes after it: what was printed, cards and the
+        checkpoint excepted (they have the reserve). Drawn twice, because the status line
+        states the session's total including this injection."""
+
+        def draw(used: int) -> str:
+            return render.render(
+                [part for _, _, part in chosen],
+                lang=self.lang,
+                memory_dir=str(self.memory_dir),
+                used=used,
+                limit=self.settings.budget,
+                omitted=count,
+                extra=extra,
+                left_out=left_out,
+            )
+
+        free = sum(len(c.encode("utf-8")) + 2 for c in extra)
+        used = base + len(draw(base + spent).encode("utf-8")) - free
+        return draw(used), used
+
     def _baseline(self) -> list[render.Snippet]:
         chosen = sorted(self.corpus.baseline(), key=lambda e: (-e.baseline_priority, e.file))
         found = [read_snippet(self.memory_dir, e, e.body_start, e.body_end) for e in chosen[:MAX_BASELINE]]
@@ -336,7 +400,9 @@ class _Plan:
             plural = "y" if count == 1 else "ies"
 
             def card(text: str) -> str:
-                return t["held"].format(n=count, ies=plural, why=why, file=file, description=text)
+                return t["held"].format(
+                    n=count, ies=plural, why=why, file=file, description=text, cmd=command_line()
+                )
 
             description = " ".join((description or file).split())
             # Shorten the description, never the action, to keep the card within its bytes.
@@ -344,8 +410,21 @@ class _Plan:
                 description = description[: max(1, len(description) * 3 // 4)].rstrip() + "…"
             return card(description)
         if not injected and not self.result.ranked and "history" in wants:
-            return t["none"]
+            return t["none"].format(cmd=command_line())
         return ""
+
+    def _notices(self, left_out: list[str]) -> list[str]:
+        """What a session is told once, at its start: memories left out for merge conflicts,
+        and the findings the hook passed in (archived memories changed after archiving)."""
+        t = CARD_TEXT[self.lang]
+        groups = {"conflicted": list(left_out)}
+        for check, file in self.care:
+            groups.setdefault(check, []).append(file)
+        found = []
+        for check, files in groups.items():
+            if files and check in t:
+                found.append(_fit(lambda names, c=check: t[c].format(files=names, cmd=command_line()), files))
+        return found
 
     def _checkpoint(self) -> str:
         """One line naming the task's WORKING.md, its revision, and done items without evidence."""
@@ -366,6 +445,16 @@ class _Plan:
             undone = t["undone"].format(n=len(bare), items=items)
         rev = hashlib.sha256(data).hexdigest()[:8]
         return " ".join(t["task"].format(task=self.task, rev=rev, path=path, undone=undone).split("\n"))
+
+
+def _fit(card: Callable[[str], str], files: list[str]) -> str:
+    """`card` naming as many of `files` as fit in `MAX_CARD_BYTES` (the rest are counted)."""
+    for shown in range(min(len(files), 5), 0, -1):
+        names = ", ".join(files[:shown]) + (f" (+{len(files) - shown})" if len(files) > shown else "")
+        text = card(names)
+        if len(text.encode("utf-8")) <= MAX_CARD_BYTES:
+            return text
+    return card(f"{len(files)} file(s)")
 
 
 def _ranges(injected: dict[str, str], stateless: bool) -> dict[str, list[tuple[int, int]]]:

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .errors import SagememError
-from .files import write_atomic
+from .files import read_state, safe_folder, write_atomic
 from .locking import exclusive
 
 KINDS = ("injected", "read", "cited")
 MAX_RECEIPTS = 10_000
 LOCK_TIMEOUT = 10.0
+MAX_LEDGER_BYTES = 16 * 1024 * 1024
 
 
 class Use(NamedTuple):
@@ -88,7 +89,7 @@ def record(
     names = list(dict.fromkeys(files))
     path = path_for(state_dir)
     stamp = time.time() if now is None else now
-    with exclusive(state_dir / "access.lock", LOCK_TIMEOUT):
+    with exclusive(safe_folder(state_dir) / "access.lock", LOCK_TIMEOUT):
         data = _read(path, keep_damaged=True)
         receipts: dict[str, Any] = data.setdefault("receipts", {})
         if receipt is not None:
@@ -110,24 +111,24 @@ def record(
             keep = set(live())
             for name in [n for n in table if n not in keep]:
                 del table[name]
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode())
     return names
 
 
 def _read(path: Path, *, keep_damaged: bool = False) -> dict[str, Any]:
-    """The ledger's data; a damaged file reads as empty, and before it is replaced
-    (`keep_damaged`) it is kept beside it as `access.json.damaged`."""
+    """The ledger's data; a damaged file (or a link, a FIFO, one too large) reads as empty,
+    and before it is replaced (`keep_damaged`) it is moved aside as `access.json.damaged`."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_state(path, MAX_LEDGER_BYTES)
+        if raw is None:
+            return {}
+        data = json.loads(raw)
         if isinstance(data, dict):
             return data
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError):
+    except (OSError, SagememError, ValueError, RecursionError):
         pass
-    if keep_damaged and path.is_file():
-        os.replace(path, path.with_name(path.name + ".damaged"))
+    if keep_damaged and (path.is_symlink() or (path.is_file() and not path.is_symlink())):
+        os.replace(path, path.with_name(path.name + ".damaged"))  # a link is moved, never followed
     return {}
 
 

@@ -3,17 +3,21 @@
 The hook path takes a lock on every prompt (the session ledger), so it must not pay for
 importing `filelock` (tens of milliseconds) where a system call will do. The lock is held by
 an open file description, so the kernel releases it when a holder dies, even by SIGKILL.
+Lock files live in state folders that may have come with a clone: one is never opened
+through a link, and one that is not a regular file is refused. The caller makes the folder
+(`files.safe_folder`).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import SagememError
+from .errors import SagememError, UnsafePath
 
 try:
     import fcntl
@@ -23,8 +27,8 @@ except ImportError:  # Windows
 
 @contextmanager
 def exclusive(path: Path, timeout: float) -> Iterator[None]:
-    """Hold the lock file `path` (created if needed) for the block; give up after `timeout` s."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Hold the lock file `path` (created if needed, in a folder that exists) for the block;
+    give up after `timeout` s."""
     if fcntl is None:
         import filelock
 
@@ -34,8 +38,15 @@ def exclusive(path: Path, timeout: float) -> Iterator[None]:
         except filelock.Timeout:
             raise _timed_out(path, timeout) from None
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError:
+        if os.path.islink(path):
+            raise UnsafePath(path, "is a symbolic link; a lock file is never opened through one") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePath(path, "is not a regular file; it cannot be a lock file")
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -3,7 +3,11 @@ gap card or task checkpoint) inside a fence that marks them as records, and a st
 English and Chinese templates.
 
 The fence is a run of backticks longer than any run inside it, so no memory text can close
-it early and make the rest read as instructions.
+it early and make the rest read as instructions. What stands outside the fence and comes
+from the file system (the directory's path, the names of memories left out) is quoted and
+escaped, so a name cannot read as words of the framing either. Commands for the agent name
+the command that runs this sagemem (`command.py`), so they work where a bare `sagemem` would
+not be found.
 """
 
 from __future__ import annotations
@@ -13,8 +17,12 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from .command import command_line
+from .text import quoted
+
 MAX_SNIPPET_CHARS = 1500
 MAX_DESCRIPTION_CHARS = 160
+MAX_LEFT_NAMES = 3  # memories named in the status line as left out; the rest are counted
 
 TEMPLATES = {
     "en": {
@@ -25,9 +33,10 @@ TEMPLATES = {
         'above all in records marked "saved N days ago". "Memory says X exists" is not "X exists now".',
         "age": " (saved {days} days ago)",
         "age_one": " (saved 1 day ago)",
-        "truncated": "… [truncated; read the rest with `sagemem read {file} --lines {start}-{end}`]",
-        "status": "(sagemem: {count} injected; this session {used} of {limit}{omitted})",
-        "omitted": "; {n} more not shown, read with `sagemem read FILE`",
+        "truncated": "… [truncated; read the rest with `{cmd} read {file} --lines {start}-{end}`]",
+        "status": "(sagemem: {count} injected; this session {used} of {limit}{omitted}{left})",
+        "omitted": "; {n} more not shown, read with `{cmd} read FILE`",
+        "left": "; left out until its git merge conflict is resolved: {files}",
     },
     "zh": {
         "intro": "以下是可能与这条消息有关的历史记忆（sagemem，来自 {dir}）。"
@@ -37,9 +46,10 @@ TEMPLATES = {
         "「记忆里写着 X 存在」不等于「X 现在存在」。",
         "age": "（保存于 {days} 天前）",
         "age_one": "（保存于 1 天前）",
-        "truncated": "…（截断；其余部分用 `sagemem read {file} --lines {start}-{end}` 读取）",
-        "status": "（sagemem：本次注入 {count} 条；本会话累计 {used} / 上限 {limit}{omitted}）",
-        "omitted": "；另有 {n} 条未显示，需要时用 `sagemem read 文件名` 读取",
+        "truncated": "…（截断；其余部分用 `{cmd} read {file} --lines {start}-{end}` 读取）",
+        "status": "（sagemem：本次注入 {count} 条；本会话累计 {used} / 上限 {limit}{omitted}{left}）",
+        "omitted": "；另有 {n} 条未显示，需要时用 `{cmd} read 文件名` 读取",
+        "left": "；有未解决的 git 合并冲突、暂不注入：{files}",
     },
 }
 
@@ -84,7 +94,9 @@ def snippet_part(snippet: Snippet, lang: str) -> str:
         lines.append(_cut(snippet.description, MAX_DESCRIPTION_CHARS))
     text = snippet.text.strip("\n")
     if len(text) > MAX_SNIPPET_CHARS:
-        marker = t["truncated"].format(file=snippet.file, start=snippet.start, end=snippet.end)
+        marker = t["truncated"].format(
+            cmd=command_line(), file=snippet.file, start=snippet.start, end=snippet.end
+        )
         text = text[:MAX_SNIPPET_CHARS].rstrip() + "\n" + marker
     if text:
         lines.append(text)
@@ -100,19 +112,32 @@ def render(
     limit: int,
     omitted: int,
     extra: Sequence[str] = (),
+    left_out: Sequence[str] = (),
 ) -> str:
     """The whole injection: framing, then the snippets and any cards (`extra`) inside one
-    fence (cards quote memory text too), then the status line."""
+    fence (cards quote memory text too), then the status line, which also names the memories
+    `left_out` (unresolved merge conflicts)."""
     t = TEMPLATES[lang]
     body = "\n\n".join([*parts, *extra])
     fence = "`" * max(3, _longest_backticks(body) + 1)
-    omitted_text = t["omitted"].format(n=omitted) if omitted else ""
-    status = t["status"].format(count=len(parts), used=_kib(used), limit=_kib(limit), omitted=omitted_text)
-    blocks = [t["intro"].format(dir=memory_dir), t["discipline"]]
+    omitted_text = t["omitted"].format(n=omitted, cmd=command_line()) if omitted else ""
+    left_text = t["left"].format(files=_names(left_out, lang)) if left_out else ""
+    status = t["status"].format(
+        count=len(parts), used=_kib(used), limit=_kib(limit), omitted=omitted_text, left=left_text
+    )
+    blocks = [t["intro"].format(dir=quoted(memory_dir)), t["discipline"]]
     if body:
         blocks.append(f"{fence}text\n{body}\n{fence}")
     blocks.append(status)
     return "\n\n".join(blocks) + "\n"
+
+
+def _names(files: Sequence[str], lang: str) -> str:
+    shown = ", ".join(quoted(f, 80) for f in files[:MAX_LEFT_NAMES])
+    more = len(files) - MAX_LEFT_NAMES
+    if more <= 0:
+        return shown
+    return shown + (f" 等另 {more} 条" if lang == "zh" else f" and {more} more")
 
 
 def _longest_backticks(text: str) -> int:

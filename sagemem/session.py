@@ -17,11 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import SagememError
-from .files import write_atomic
+from .files import read_state, safe_folder, write_atomic
 from .locking import exclusive
 
 MAX_AGE_SECONDS = 7 * 24 * 3600
 LOCK_TIMEOUT = 10.0
+MAX_LEDGER_BYTES = 1024 * 1024
 
 
 class Ledger:
@@ -53,21 +54,23 @@ class Ledger:
 
 
 def path_for(state_dir: Path, session: str) -> Path:
-    key = hashlib.sha256(session.encode("utf-8")).hexdigest()[:24]
+    key = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24]
     return state_dir / "sessions" / f"{key}.json"
 
 
 @contextmanager
 def open_ledger(state_dir: Path, session: str, *, reset: bool = False) -> Iterator[Ledger]:
     """The session's ledger, locked for the block and saved after it (fresh after `reset`)."""
+    safe_folder(state_dir, "sessions")
     path = path_for(state_dir, session)
     with exclusive(path.with_suffix(".lock"), LOCK_TIMEOUT):
         # A reset (compaction, /clear) starts the budget and repeats afresh; the versions the
         # agent has read stay, so its next edit is not refused as unread.
         ledger = Ledger(session, reads=_load(path, session).reads) if reset else _load(path, session)
         yield ledger
-        fresh = not path.exists()
-        write_atomic(path, (json.dumps(ledger.to_dict(), ensure_ascii=False) + "\n").encode("utf-8"))
+        fresh = not os.path.lexists(path)
+        # ASCII JSON: a session id with a lone surrogate (valid JSON, not UTF-8) still saves.
+        write_atomic(path, (json.dumps(ledger.to_dict()) + "\n").encode("ascii"))
     if fresh:
         prune(path.parent)
 
@@ -79,16 +82,18 @@ def prune(folder: Path, now: float | None = None) -> None:
     cutoff = (now or time.time()) - MAX_AGE_SECONDS
     for item in folder.glob("*.json"):
         with contextlib.suppress(OSError, SagememError):
-            if item.stat().st_mtime >= cutoff:
+            if os.lstat(item).st_mtime >= cutoff:
                 continue
             with exclusive(item.with_suffix(".lock"), 0):
-                if item.stat().st_mtime < cutoff:
+                if os.lstat(item).st_mtime < cutoff:
                     os.unlink(item)
 
 
 def _load(path: Path, session: str) -> Ledger:
+    """The ledger at `path`; a missing, damaged or refused one (a link, a FIFO, too large)
+    starts afresh, and is replaced on save."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_state(path, MAX_LEDGER_BYTES) or b"{}")
         return Ledger(
             session=session,
             used=int(data.get("used", 0)),
@@ -99,5 +104,5 @@ def _load(path: Path, session: str) -> Ledger:
             cards=[str(c) for c in data.get("cards", [])],
             reads={str(k): str(v) for k, v in dict(data.get("reads", {})).items()},
         )
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, SagememError, ValueError, TypeError, AttributeError, RecursionError):
         return Ledger(session)

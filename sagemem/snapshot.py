@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SagememError
-from .files import read_bytes, write_atomic
+from .files import MAX_COPY_BYTES, read_bytes, read_state, safe_folder, write_atomic
 from .names import INDEX_NAME, check_name, name_key
 
 KINDS = ("manual", "auto", "protection")
 KEEP_PROTECTION = 3
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 _ID = re.compile(r"\A\d{8}-\d{6}-\d{6}\Z")
 
 
@@ -66,10 +67,10 @@ def create(
     """Copy `names` (top-level files of `memory_dir`) into a new snapshot. A file that cannot be
     read aborts the snapshot and removes what was copied: an incomplete snapshot is no way back."""
     now = dt.datetime.now(dt.timezone.utc)
-    folder(state_dir).mkdir(parents=True, exist_ok=True)
+    base = safe_folder(state_dir, "snapshots")
     while True:  # ids sort in the order snapshots were taken, even within one second
         sid = f"{now:%Y%m%d-%H%M%S-%f}"
-        target = folder(state_dir) / sid
+        target = base / sid
         try:
             target.mkdir()
             break
@@ -79,8 +80,8 @@ def create(
     files = []
     try:
         for name in sorted(set(names), key=name_key):
-            data = read_bytes(memory_dir / name, limit=None)
-            (target / "files" / name).write_bytes(data)
+            data = read_bytes(memory_dir / name, limit=MAX_COPY_BYTES)
+            write_atomic(target / "files" / name, data, create_only=True)
             files.append({"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
         created = now.isoformat(timespec="seconds")
         manifest = {"schema": 1, "id": sid, "kind": kind, "label": label, "created": created, "files": files}
@@ -98,13 +99,15 @@ def load(state_dir: Path, sid: str) -> Snapshot:
     if not _ID.match(sid):
         raise SnapshotInvalid(f"{sid}: no such snapshot")
     path = folder(state_dir) / sid
+    try:
+        safe_folder(state_dir, "snapshots", sid, create=False)
+    except SagememError as exc:
+        raise SnapshotInvalid(f"{sid}: {exc}") from None
     if not path.is_dir():
         raise SnapshotInvalid(f"{sid}: no such snapshot")
     try:
-        manifest = json.loads((path / "MANIFEST.json").read_text(encoding="utf-8"))
-        files = tuple(manifest["files"])
-        snapshot = _from_manifest({**manifest, "files": files}, path)
-    except (OSError, ValueError, KeyError, TypeError):
+        snapshot = _from_manifest(_manifest(path), path)
+    except (OSError, SagememError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise SnapshotInvalid(f"{sid}: MANIFEST.json is missing or damaged") from None
     _verify(snapshot)
     return snapshot
@@ -114,16 +117,27 @@ def listing(state_dir: Path) -> list[Snapshot]:
     """Every snapshot whose manifest reads, oldest first (damaged ones are left out)."""
     found = []
     base = folder(state_dir)
-    if not base.is_dir():
+    if not base.is_dir() or base.is_symlink():
         return []
     for item in sorted(base.iterdir()):
-        if _ID.match(item.name):
+        if _ID.match(item.name) and not item.is_symlink():
             try:
-                manifest = json.loads((item / "MANIFEST.json").read_text(encoding="utf-8"))
-                found.append(_from_manifest(manifest, item))
-            except (OSError, ValueError, KeyError, TypeError):
+                found.append(_from_manifest(_manifest(item), item))
+            except (OSError, SagememError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
                 continue
     return found
+
+
+def _manifest(path: Path) -> dict[str, Any]:
+    raw = read_state(path / "MANIFEST.json", MAX_MANIFEST_BYTES)
+    if raw is None:
+        raise ValueError("no manifest")
+    manifest = json.loads(raw)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        raise ValueError("not a manifest")
+    if not all(isinstance(item, dict) for item in manifest["files"]):
+        raise ValueError("not a manifest")
+    return manifest
 
 
 def prune(state_dir: Path, keep: int, keep_ids: frozenset[str] | set[str] = frozenset()) -> list[str]:
@@ -136,17 +150,18 @@ def prune(state_dir: Path, keep: int, keep_ids: frozenset[str] | set[str] = froz
         for old in chosen[: max(0, len(chosen) - limit)]:
             if old.id in keep_ids:
                 continue
-            shutil.rmtree(old.path, ignore_errors=True)
+            if not old.path.is_symlink():
+                shutil.rmtree(old.path, ignore_errors=True)
             removed.append(old.id)
     return removed
 
 
 def record_rollback(state_dir: Path, entry: dict[str, Any]) -> None:
-    path = folder(state_dir) / "rollbacks.json"
+    path = safe_folder(state_dir, "snapshots") / "rollbacks.json"
     try:
-        history = json.loads(path.read_text(encoding="utf-8"))
+        history = json.loads(read_state(path, MAX_MANIFEST_BYTES) or b"[]")
         history = history if isinstance(history, list) else []
-    except (OSError, ValueError):
+    except (OSError, SagememError, ValueError, RecursionError):
         history = []
     history = (history + [entry])[-200:]
     write_atomic(path, (json.dumps(history, ensure_ascii=False, indent=1) + "\n").encode())
@@ -154,7 +169,7 @@ def record_rollback(state_dir: Path, entry: dict[str, Any]) -> None:
 
 def _verify(snapshot: Snapshot) -> None:
     stored = snapshot.path / "files"
-    if not stored.is_dir():
+    if not stored.is_dir() or stored.is_symlink():
         raise SnapshotInvalid(f"{snapshot.id}: has no files folder")
     listed = {}
     for item in snapshot.files:
@@ -172,7 +187,10 @@ def _verify(snapshot: Snapshot) -> None:
     for name, item in listed.items():
         if name not in present:
             raise SnapshotInvalid(f"{snapshot.id}: {name} is missing")
-        data = (stored / name).read_bytes()
+        try:
+            data = read_bytes(stored / name, limit=MAX_COPY_BYTES)
+        except SagememError as exc:
+            raise SnapshotInvalid(f"{snapshot.id}: {name}: {getattr(exc, 'rule', exc)}") from None
         if hashlib.sha256(data).hexdigest() != item.get("sha256") or len(data) != item.get("bytes"):
             raise SnapshotInvalid(f"{snapshot.id}: {name} does not match its sha256 in the manifest")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import archive as archive_module
 from . import corpus as corpus_module
-from . import frontmatter, guard, health, index, retrieve
+from . import frontmatter, gitinfo, guard, health, index, retrieve
 from . import inject as inject_module
 from . import ledger as ledger_module
 from . import snapshot as snapshot_module
@@ -26,7 +26,16 @@ from .cache import Progress
 from .config import STATE_DIR_NAME, Location, Settings, load_settings
 from .corpus import Corpus
 from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
-from .files import check_regular, fsync_dir, read_bytes, write_atomic
+from .files import (
+    MAX_ARCHIVED_BYTES,
+    MAX_COPY_BYTES,
+    MAX_INDEX_FILE_BYTES,
+    check_regular,
+    fsync_dir,
+    read_bytes,
+    safe_folder,
+    write_atomic,
+)
 from .guard import Conflict
 from .inject import Injection
 from .locking import exclusive
@@ -331,8 +340,8 @@ class MemoryStore:
         folder = self._archive_dir()
         found = []
         for name in sorted(self._names_in(folder), key=name_key):
-            try:  # no size cap: the trace keys can take a file just past it
-                found.append(parse_memory(name, read_bytes(folder / name, limit=None)))
+            try:
+                found.append(parse_memory(name, read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)))
             except (InvalidMemory, InvalidName, MemoryNotFound):
                 continue
         return found
@@ -375,7 +384,9 @@ class MemoryStore:
             raise archive_module.ArchiveRefused(f"{file}: a live memory of that name exists")
         target = self.memory_dir / file
         with guard.file_lock(target):
-            text = archive_module.without_trace(decode(file, read_bytes(folder / file, limit=None)), file)
+            text = archive_module.without_trace(
+                decode(file, read_bytes(folder / file, limit=MAX_ARCHIVED_BYTES)), file
+            )
             write_atomic(target, text.encode("utf-8"), create_only=True)
             os.unlink(folder / file)
             fsync_dir(folder)
@@ -429,7 +440,8 @@ class MemoryStore:
     # -- health -------------------------------------------------------------------------
 
     def check(self) -> health.HealthReport:
-        """Every health check over the directory; reads only, and reports what it cannot read."""
+        """Every health check over the directory; reads only (the search index, derived data,
+        is rebuilt when found damaged), and reports what it cannot read."""
         scan = self.scan()
         texts: dict[str, str] = {}
         unreadable = [(p.file, p.rule) for p in scan.problems]
@@ -447,9 +459,10 @@ class MemoryStore:
             index_text = ""
         try:
             archived = self.archived()
+            changed = self._archived_changes_in_detail(archived)
         except SagememError as exc:
             unreadable.append((archive_module.ARCHIVE_DIR + "/", str(exc)))
-            archived = []
+            archived, changed = [], []
         return health.check(
             texts=texts,
             memories={m.file: m for m in scan.memories},
@@ -458,7 +471,62 @@ class MemoryStore:
             index_text=index_text,
             index_name=index_name,
             archived=archived,
+            archived_changed=changed,
+            state=self._state_findings(),
+            search_index=corpus_module.verify(self.memory_dir, self.state_dir),
         )
+
+    def archived_changes(self) -> list[tuple[str, str, str]]:
+        """(file, hash when archived, hash now) for each archived memory whose bytes changed
+        after it was archived (a git merge can carry an edit into `archive/`). Cheap enough
+        for every session start: no YAML."""
+        folder = self._archive_dir()
+        found = []
+        for name in sorted(self._names_in(folder), key=name_key):
+            try:
+                data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
+            except SagememError:
+                continue  # `check` reports what cannot be read
+            change = archive_module.changed_since_archived(data)
+            if change is not None:
+                found.append((name, *change))
+        return found
+
+    def _archived_changes_in_detail(self, archived: Sequence[Memory]) -> list[dict[str, Any]]:
+        """`archived_changes`, with both sides named: when and why it was archived, and the
+        commit that last changed it, where git knows."""
+        by_name = {m.file: m for m in archived}
+        found = []
+        for name, sealed, now in self.archived_changes():
+            memory = by_name.get(name)
+            extra = memory.extra if memory else {}
+            path = self.memory_dir / archive_module.ARCHIVE_DIR / name
+            found.append(
+                {
+                    "file": f"{archive_module.ARCHIVE_DIR}/{name}",
+                    "name": name,
+                    "archived_at": str(extra.get("archived_at", "")),
+                    "reason": str(extra.get("archived_reason", "")),
+                    "sealed": sealed,
+                    "now": now,
+                    "commit": gitinfo.last_change(self.memory_dir, path),
+                }
+            )
+        return found
+
+    def _state_findings(self) -> list[tuple[str, str, str]]:
+        """(check, path, what) for the state directory: a link sagemem refuses to use, or a
+        state dir committed to git (a clone's copy is a stranger's)."""
+        found = []
+        for folder in dict.fromkeys([self.state_dir, self.memory_dir / STATE_DIR_NAME]):
+            try:
+                safe_folder(folder, create=False)
+            except SagememError as exc:
+                found.append(("state-link", str(folder), getattr(exc, "rule", str(exc))))
+        files = gitinfo.tracked(self.memory_dir, self.state_dir)
+        if files:
+            found.append(("state-tracked", str(self.state_dir), f"{len(files)} file(s), e.g. {files[0]}"))
+        return found
 
     def fix(self) -> list[str]:
         """Apply the safe, mechanical repairs (CRLF to LF, index lines) after a snapshot, each
@@ -503,7 +571,8 @@ class MemoryStore:
         with self._snapshots_locked():
             chosen = snapshot_module.load(self.state_dir, snapshot_id)
             wanted = {
-                item["name"]: (chosen.path / "files" / item["name"]).read_bytes() for item in chosen.files
+                item["name"]: read_bytes(chosen.path / "files" / item["name"], limit=MAX_COPY_BYTES)
+                for item in chosen.files
             }
             targets = {name: self._rollback_target(name) for name in wanted}  # refuses before any write
             protection = self._take_snapshot(f"before rollback to {snapshot_id}", "protection")
@@ -513,7 +582,7 @@ class MemoryStore:
                 for name, data in wanted.items():
                     with guard.file_lock(targets[name]):
                         try:
-                            current: bytes | None = read_bytes(targets[name], limit=None)
+                            current: bytes | None = read_bytes(targets[name], limit=MAX_COPY_BYTES)
                         except MemoryNotFound:
                             current = None
                         if current != data:
@@ -552,7 +621,7 @@ class MemoryStore:
         return snapshot_module.create(self.memory_dir, self.state_dir, names, label=label, kind=kind)
 
     def _snapshots_locked(self) -> Any:
-        return exclusive(self.state_dir / "snapshots.lock", guard.LOCK_TIMEOUT)
+        return exclusive(safe_folder(self.state_dir) / "snapshots.lock", guard.LOCK_TIMEOUT)
 
     def _rollback_target(self, name: str) -> Path:
         """Where a snapshot's file goes back to; refused (before anything is written) when that
@@ -751,7 +820,7 @@ class MemoryStore:
         path = self._index_path()
         if path is None:
             return ""
-        return decode(path.name, read_bytes(path, limit=None))
+        return decode(path.name, read_bytes(path, limit=MAX_INDEX_FILE_BYTES))
 
     def _write_index(self, text: str) -> None:
         path = self._index_path() or self.memory_dir / INDEX_NAME

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from sagemem import InvalidName, MemoryNotFound, MemoryStore, SagememError
-from sagemem.archive import ArchiveRefused, MemoryLocked
+from sagemem import archive as archive_module
+from sagemem.archive import TRACE_KEYS, ArchiveRefused, MemoryLocked
 from sagemem.errors import SagememWarning
 from sagemem.frontmatter import split
 
@@ -108,12 +109,13 @@ def test_archive_and_restore_round_trip(store: MemoryStore) -> None:
     meta = yaml.safe_load(split(text, "x").matter)
     assert meta["archived_reason"] == "superseded: see the new plan #2 and more"  # folded, quoted safely
     assert meta["archived_at"] == archived.extra["archived_at"]
-    assert (
-        text.replace("archived_at: " + meta["archived_at"] + "\r\n", "").replace(
-            next(line for line in text.split("\r\n") if line.startswith("archived_reason")) + "\r\n", ""
-        )
-        == CRLF_MEMORY
-    )
+    trace = [line + "\r\n" for line in text.split("\r\n") if line.startswith(TRACE_KEYS)]
+    assert len(trace) == 3 and trace[-1].startswith("archived_sha256: ")
+    untraced = text
+    for line in trace:
+        untraced = untraced.replace(line, "")
+    assert untraced == CRLF_MEMORY  # every other byte as it was
+    assert archive_module.changed_since_archived(data) is None
     assert "project_old_plan.md" not in (store.memory_dir / "MEMORY.md").read_text()
     assert store.search("old release plan").hits == ()  # archived memories are never retrieved
     assert [m.file for m in store.archived()] == ["project_old_plan.md"]

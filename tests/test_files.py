@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 
 import pytest
 
-from sagemem.errors import InvalidMemory, MemoryNotFound
+from sagemem.errors import InvalidMemory, MemoryNotFound, StorageError
 from sagemem.files import MAX_FILE_BYTES, read_bytes, write_atomic
 
 
@@ -49,7 +50,7 @@ def test_size_cap(tmp_path: Path) -> None:
     with pytest.raises(InvalidMemory, match="larger than 512 KiB"):
         read_bytes(tmp_path / "big.md")
     assert len(read_bytes(tmp_path / "edge.md")) == MAX_FILE_BYTES
-    assert len(read_bytes(tmp_path / "big.md", limit=None)) == MAX_FILE_BYTES + 1
+    assert len(read_bytes(tmp_path / "big.md", limit=MAX_FILE_BYTES + 1)) == MAX_FILE_BYTES + 1
 
 
 def test_hard_link_is_allowed(tmp_path: Path) -> None:
@@ -95,6 +96,8 @@ def test_failed_replace_removes_the_temp_file(tmp_path: Path) -> None:
 
 
 def test_write_into_missing_directory_fails_cleanly(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(StorageError) as caught:
         write_atomic(tmp_path / "nope" / "a.md", b"x")
+    assert caught.value.errno == errno.ENOENT and isinstance(caught.value, OSError)
+    assert str(tmp_path / "nope" / "a.md") in str(caught.value) and "failed" in str(caught.value)
     assert not (tmp_path / "nope").exists()

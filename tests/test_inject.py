@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
+from sagemem.command import command_line
 from sagemem.inject import intents, reserve_for
 from sagemem.render import MAX_SNIPPET_CHARS
 
@@ -75,7 +76,8 @@ def test_long_paragraphs_are_cut_with_a_marker(tmp_path: Path) -> None:
     body = "Zebra migration note. " + "数据" * 2000
     store = make(tmp_path / "m", {"project_zebra.md": f"---\ndescription: zebra migration\n---\n\n{body}\n"})
     text = store.inject("zebra migration").text
-    assert "[truncated; read the rest with `sagemem read project_zebra.md --lines 5-5`]" in text
+    marker = f"[truncated; read the rest with `{command_line('read', 'project_zebra.md', '--lines', '5-5')}`]"
+    assert marker in text
     snippet = text.split("zebra migration\n", 1)[1]
     assert snippet.index("… [truncated") <= MAX_SNIPPET_CHARS + 1
     assert snippet.startswith("Zebra migration note. 数据数据")
@@ -154,7 +156,7 @@ def test_budget_gap_card_and_status(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     )
     first = store.inject("orchid care step water light", session="s")
     assert first.omitted and first.session_used <= 4096 - reserve_for(4096)
-    assert "Memory gap:" in first.card and "sagemem read reference_orchid" in first.card
+    assert "Memory gap:" in first.card and command_line("read", "reference_orchid") in first.card
     assert len(first.card.encode()) <= 512
     assert re.search(
         r"\(sagemem: \d+ injected; this session [\d.]+ KB of 4\.0 KB; \d+ more not shown", first.text
