@@ -15,6 +15,14 @@ Who may talk to it:
   DNS-rebinding page on another name gets nothing; a request with an `Origin` header must
   come from this server, so another site cannot post to it.
 * Changes (POST, PUT) take the token only from the header, which another site cannot set.
+* All of that is checked from the request line and headers before any body is read: a
+  refused request is answered and its connection closed with the body unread, so a client
+  without the token cannot make the server read, let alone parse, anything more.
+
+Every request that reaches a handler gets an answer: a body that is not a JSON object (too
+deep, too large, shorter than its `Content-Length`, stalled) a 4xx, any failure of our own a
+500 with a one-line error (its traceback goes to the terminal). A client that hangs up or
+stalls past the timeout is dropped without a word.
 
 The page itself is plain HTML, CSS and JavaScript shipped in the package (`ui_static/`),
 with no build step and nothing loaded from the internet.
@@ -27,6 +35,7 @@ import json
 import mimetypes
 import os
 import secrets
+import sys
 import threading
 import time
 from http import HTTPStatus
@@ -44,6 +53,9 @@ from .store import MemoryStore
 HEADER = "X-Sagemem-Token"
 MAX_BODY = 1024 * 1024
 STATIC = ("index.html", "app.js", "style.css")
+# How a client that hung up or stalled shows up on its socket: nobody is left to answer, and
+# it is no fault of ours, so not worth a line on the terminal.
+GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
 
 class Refused(Exception):
@@ -52,6 +64,10 @@ class Refused(Exception):
     def __init__(self, status: HTTPStatus, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class Gone(Exception):
+    """The client hung up while its request was being read."""
 
 
 class App:
@@ -288,6 +304,13 @@ class Server(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/?token={self.token}"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Called while handling what escaped a request: a client gone is dropped quietly
+        (every closed tab would print a traceback otherwise), anything else is shown."""
+        if isinstance(sys.exc_info()[1], GONE):
+            return
+        super().handle_error(request, client_address)
+
 
 class Handler(BaseHTTPRequestHandler):
     server: Server
@@ -307,30 +330,50 @@ class Handler(BaseHTTPRequestHandler):
         self._serve(change=True)
 
     def _serve(self, *, change: bool) -> None:
+        """Work out the whole answer, then send it: a client that hangs up while it is sent
+        is dropped by `Server.handle_error`, not mistaken for a failure of the action."""
         try:
-            url = urlsplit(self.path)
-            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-            body = self._body() if change else {}  # read before any lock: a slow client holds none
-            self._admit(query, change)
-            if change:
-                handler = POST_ROUTES.get(url.path)
-                if handler is None:
-                    raise Refused(HTTPStatus.NOT_FOUND, f"no such action: {url.path}")
-                with self.server.lock:
-                    self._json(HTTPStatus.OK, handler(self.server.app, body))
-            elif url.path.startswith("/api/"):
-                route = GET_ROUTES.get(url.path)
-                if route is None:
-                    raise Refused(HTTPStatus.NOT_FOUND, f"no such page: {url.path}")
-                self._json(HTTPStatus.OK, route(self.server.app, query))
-            else:
-                self._static(url.path)
+            status, payload, headers = self._answer(change)
+        except Gone:
+            self.close_connection = True
+            return
         except VersionConflict as exc:
-            self._json(HTTPStatus.CONFLICT, self._conflict(exc))
+            status, payload, headers = _json(HTTPStatus.CONFLICT, self._conflict(exc))
         except (Refused, SagememError, KeyError, ValueError, TypeError) as exc:
-            self._json(_status(exc), {"error": str(exc)})
+            status, payload, headers = _json(_status(exc), {"error": str(exc)})
         except OSError as exc:
-            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{exc.strerror or exc}"})
+            status, payload, headers = _json(
+                HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{exc.strerror or exc}"}
+            )
+        except Exception as exc:  # a bug of ours: the page gets a line, the terminal the traceback
+            self.server.handle_error(self.request, self.client_address)
+            error = f"internal error ({type(exc).__name__}); the terminal running sagemem ui has the details"
+            status, payload, headers = _json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": error})
+        if status >= 400:
+            self.close_connection = True  # a body left unread must not be read as the next request
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _answer(self, change: bool) -> tuple[HTTPStatus, bytes, dict[str, str]]:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        self._admit(query, change)  # from the headers alone: a refused client gets no body read
+        if change:
+            handler = POST_ROUTES.get(url.path)
+            if handler is None:
+                raise Refused(HTTPStatus.NOT_FOUND, f"no such action: {url.path}")
+            body = self._body()  # read before the lock: a slow client holds none
+            with self.server.lock:
+                return _json(HTTPStatus.OK, handler(self.server.app, body))
+        if url.path.startswith("/api/"):
+            route = GET_ROUTES.get(url.path)
+            if route is None:
+                raise Refused(HTTPStatus.NOT_FOUND, f"no such page: {url.path}")
+            return _json(HTTPStatus.OK, route(self.server.app, query))
+        return self._static(url.path)
 
     def _conflict(self, exc: VersionConflict) -> dict[str, Any]:
         """What the page needs to show both versions: the refused write is in the queue."""
@@ -356,22 +399,37 @@ class Handler(BaseHTTPRequestHandler):
             raise Refused(HTTPStatus.FORBIDDEN, "a valid token is needed (open the URL `sagemem ui` printed)")
 
     def _body(self) -> dict[str, Any]:
-        try:
-            size = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            size = -1
-        if size < 0 or size > MAX_BODY:
-            self.close_connection = True  # the rest of the body is not read
+        """The request's JSON object. Only a `Content-Length` of plain digits is believed
+        (`int` would take `+5` or `1_0`), and the read waits for no more than it says."""
+        if "Transfer-Encoding" in self.headers:
+            raise Refused(HTTPStatus.LENGTH_REQUIRED, "send the body with a Content-Length")
+        given = self.headers.get("Content-Length")
+        if given is None:
+            return {}
+        if not (given.isascii() and given.isdigit()):
+            raise Refused(HTTPStatus.BAD_REQUEST, "Content-Length must be a number of bytes")
+        size = int(given)
+        if size > MAX_BODY:
             raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request too large (1 MiB at most)")
         try:
-            data = json.loads(self.rfile.read(size) or b"{}")
+            raw = self.rfile.read(size)
+        except TimeoutError:  # the handler's timeout: a stalled client holds a thread no longer
+            raise Refused(HTTPStatus.REQUEST_TIMEOUT, "the body did not arrive in time") from None
+        except GONE as exc:
+            raise Gone from exc
+        if len(raw) < size:
+            raise Refused(HTTPStatus.BAD_REQUEST, "the body is shorter than its Content-Length")
+        try:
+            data = json.loads(raw or b"{}")
+        except RecursionError:
+            raise Refused(HTTPStatus.BAD_REQUEST, "the body is nested too deeply") from None
         except ValueError:
             raise Refused(HTTPStatus.BAD_REQUEST, "the body must be JSON") from None
         if not isinstance(data, dict):
             raise Refused(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
         return data
 
-    def _static(self, path: str) -> None:
+    def _static(self, path: str) -> tuple[HTTPStatus, bytes, dict[str, str]]:
         name = "index.html" if path in ("/", "/index.html") else path.lstrip("/")
         if name not in STATIC:
             raise Refused(HTTPStatus.NOT_FOUND, f"no such page: {path}")
@@ -380,29 +438,30 @@ class Handler(BaseHTTPRequestHandler):
             token = self.server.token.encode("ascii")
             for asset in (b"app.js", b"style.css"):
                 data = data.replace(b'"' + asset + b'"', b'"' + asset + b"?token=" + token + b'"')
-        self.send_response(HTTPStatus.OK)
-        self.send_header("Content-Type", mimetypes.guess_type(name)[0] or "application/octet-stream")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header(
-            "Content-Security-Policy",
-            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none';"
-            " form-action 'none'",
+        return (
+            HTTPStatus.OK,
+            data,
+            {
+                "Content-Type": mimetypes.guess_type(name)[0] or "application/octet-stream",
+                "Content-Length": str(len(data)),
+                "Cache-Control": "no-store",
+                "Content-Security-Policy": "default-src 'self'; img-src 'self' data:;"
+                " frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer",
+            },
         )
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        self.end_headers()
-        self.wfile.write(data)
 
-    def _json(self, status: HTTPStatus, data: Any) -> None:
-        payload = json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(payload)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.end_headers()
-        self.wfile.write(payload)
+
+def _json(status: HTTPStatus, data: Any) -> tuple[HTTPStatus, bytes, dict[str, str]]:
+    payload = json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+    headers = {
+        "Content-Type": "application/json; charset=utf-8",
+        "Content-Length": str(len(payload)),
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+    }
+    return status, payload, headers
 
 
 def serve(store: MemoryStore, *, port: int = 0, open_browser: bool = True, announce: Any = print) -> None:

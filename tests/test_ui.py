@@ -5,6 +5,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 
 from sagemem import MemoryStore
-from sagemem.ui import Server
+from sagemem.ui import MAX_BODY, Handler, Server
 
 from .memories import DANCE, OLD_PLAN, make
 
@@ -63,13 +65,49 @@ def store(tmp_path: Path) -> MemoryStore:
 
 
 @pytest.fixture
-def client(store: MemoryStore) -> Iterator[Client]:
+def server(store: MemoryStore) -> Iterator[Server]:
     server = Server(store, token=TOKEN)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield Client(server)
+    yield server
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def client(server: Server) -> Client:
+    return Client(server)
+
+
+def connect(port: int) -> socket.socket:
+    """A raw connection, for what http.client will not send. The timeout only turns a server
+    that never answers into a failure instead of a hung test."""
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def request_head(port: int, method: str, path: str, headers: dict[str, str]) -> bytes:
+    lines = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def answer(sock: socket.socket) -> tuple[int, Any]:
+    """Read until the server closes the connection: its status and JSON body."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"application/json" in head, data
+    return int(head.split()[1]), json.loads(body)
+
+
+def reset(sock: socket.socket) -> None:
+    """Close with a TCP reset, as a crashed client or a killed tab does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
 
 
 def test_without_the_token_nothing_is_served(client: Client) -> None:
@@ -257,8 +295,151 @@ def test_bad_requests_are_refused_clearly(client: Client) -> None:
     assert status == 400 and "JSON" in data["error"]
     assert client.post("/api/nothing", {})[0] == 404
     assert client.post("/api/candidates/apply", {"files": 5})[0] == 400
-    status, data, _ = client.call("POST", "/api/save", b"{}", headers={"Content-Length": "-1"})
-    assert status == 413
+    assert client.post("/api/archive", ["project_old_plan.md"])[0] == 400
+    status, data, _ = client.call("POST", "/api/archive", b"\xff\xfe{")
+    assert status == 400 and "JSON" in data["error"]
+
+
+def test_a_body_nested_too_deeply_is_answered(client: Client) -> None:
+    status, data, _ = client.call("POST", "/api/lock", b"[" * 200_000)
+    assert status == 400 and "deeply" in data["error"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"X-Sagemem-Token": "wrong"},
+        {"X-Sagemem-Token": TOKEN, "Origin": "https://evil.example"},
+    ],
+    ids=["no token", "wrong token", "foreign origin"],
+)
+def test_a_refused_request_is_answered_without_its_body_being_read(
+    client: Client, store: MemoryStore, headers: dict[str, str]
+) -> None:
+    # The headers promise 200,000 bytes and only the first 1,000 come: the 403 can only arrive
+    # (before the socket's timeout) if the server does not wait for the rest.
+    head = request_head(client.port, "POST", "/api/lock", {**headers, "Content-Length": "200000"})
+    with connect(client.port) as sock:
+        sock.sendall(head + b"[" * 1000)
+        status, data = answer(sock)  # and the server closed the connection
+    assert status == 403 and "error" in data
+    assert store.locked() == set()
+
+
+def test_a_wrong_host_is_refused_without_its_body_being_read(client: Client) -> None:
+    head = request_head(client.port, "POST", "/api/lock", {"X-Sagemem-Token": TOKEN, "Content-Length": "500"})
+    head = head.replace(
+        f"Host: 127.0.0.1:{client.port}".encode(), f"Host: evil.example:{client.port}".encode()
+    )
+    with connect(client.port) as sock:
+        sock.sendall(head)
+        assert answer(sock)[0] == 403
+
+
+def test_a_body_over_the_limit_is_refused_unread(client: Client) -> None:
+    head = request_head(
+        client.port, "POST", "/api/lock", {"X-Sagemem-Token": TOKEN, "Content-Length": str(MAX_BODY + 1)}
+    )
+    with connect(client.port) as sock:
+        sock.sendall(head + b"{")
+        assert answer(sock)[0] == 413
+
+
+@pytest.mark.parametrize("length", ["-1", "abc", "+2", "0_2", "2.0", "0x2", ""])
+def test_a_content_length_that_is_not_a_number_of_bytes_is_refused(
+    client: Client, store: MemoryStore, length: str
+) -> None:
+    # `{}` is a valid body for /api/fix, so only the header is wrong (int() would take +2 and 0_2).
+    status, data, _ = client.call("POST", "/api/fix", b"{}", headers={"Content-Length": length})
+    assert status == 400 and "Content-Length" in data["error"]
+    assert store.snapshots() == []  # the fix did not run
+
+
+def test_a_body_shorter_than_its_content_length_is_refused(client: Client, store: MemoryStore) -> None:
+    body = json.dumps({"file": "user_dancer_profile.md"}).encode()
+    head = request_head(client.port, "POST", "/api/lock", {"X-Sagemem-Token": TOKEN, "Content-Length": "500"})
+    with connect(client.port) as sock:
+        sock.sendall(head + body)
+        sock.shutdown(socket.SHUT_WR)  # the client says it is done: the rest will never come
+        status, data = answer(sock)
+    assert status == 400 and "shorter" in data["error"]
+    assert store.locked() == set()  # a complete-looking prefix is not taken for the body
+
+
+def test_a_client_stalled_in_its_body_holds_up_no_one(client: Client, store: MemoryStore) -> None:
+    body = json.dumps({"file": "user_dancer_profile.md"}).encode()
+    head = request_head(
+        client.port, "POST", "/api/lock", {"X-Sagemem-Token": TOKEN, "Content-Length": str(len(body))}
+    )
+    with connect(client.port) as stalled:
+        stalled.sendall(head + body[:5])
+        # While its handler waits for the rest, others read and change (the change lock is free).
+        assert client.get("/api/overview")[0] == 200
+        assert client.post("/api/lock", {"file": "project_old_plan.md"}) == (200, {"changed": True})
+        stalled.sendall(body[5:])
+        assert answer(stalled) == (200, {"changed": True})  # it was still waiting, and is served
+    assert store.locked() == {"project_old_plan.md", "user_dancer_profile.md"}
+
+
+def test_a_client_that_stalls_past_the_timeout_is_answered_and_let_go(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Handler, "timeout", 1)  # for connections made from here on
+    head = request_head(client.port, "POST", "/api/lock", {"X-Sagemem-Token": TOKEN, "Content-Length": "100"})
+    with connect(client.port) as sock:
+        sock.sendall(head + b'{"file": ')
+        status, data = answer(sock)  # within the handler's timeout, and the connection closed
+    assert status == 408 and "error" in data
+
+
+def test_clients_that_hang_up_early_leave_the_terminal_quiet(
+    server: Server, client: Client, capfd: pytest.CaptureFixture[str]
+) -> None:
+    server.daemon_threads = False  # so that server_close() below waits for every handler to end
+    port = client.port
+    overview = request_head(port, "GET", "/api/overview", {"X-Sagemem-Token": TOKEN})
+    script = request_head(port, "GET", f"/app.js?token={TOKEN}", {})
+    partial = request_head(port, "POST", "/api/lock", {"X-Sagemem-Token": TOKEN, "Content-Length": "100"})
+    for _ in range(50):
+        with connect(port) as sock:  # asks, and is gone before the answer is written
+            sock.sendall(overview)
+            reset(sock)
+        with connect(port) as sock:  # asks, and closes without reading the answer
+            sock.sendall(overview)
+        with connect(port) as sock:  # gone in the middle of the answer
+            sock.sendall(script)
+            sock.recv(10)
+            reset(sock)
+        with connect(port) as sock:  # gone while its headers are read
+            sock.sendall(overview[:20])
+            reset(sock)
+        with connect(port) as sock:  # gone while its body is read
+            sock.sendall(partial + b"{")
+            reset(sock)
+        with connect(port) as sock:  # refused, and gone before the refusal is written
+            sock.sendall(request_head(port, "POST", "/api/lock", {"Content-Length": "100"}))
+            reset(sock)
+    assert client.get("/api/overview")[0] == 200
+    server.shutdown()
+    server.server_close()
+    assert capfd.readouterr().err == ""
+
+
+def test_a_failure_of_our_own_is_answered_500_and_shown_on_the_terminal(
+    client: Client, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from sagemem import ui
+
+    def broken(_app: Any, _query: dict[str, str]) -> dict[str, Any]:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setitem(ui.GET_ROUTES, "/api/health", broken)
+    status, data = client.get("/api/health")
+    assert status == 500 and "RuntimeError" in data["error"] and "Traceback" not in data["error"]
+    err = capfd.readouterr().err  # written before the answer was sent
+    assert err.count("Traceback") == 1 and "RuntimeError: a bug" in err
+    assert client.get("/api/overview")[0] == 200
 
 
 def test_a_damaged_state_file_leaves_the_page_usable(client: Client, store: MemoryStore) -> None:
