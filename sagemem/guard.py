@@ -45,6 +45,8 @@ MAX_RECORD_BYTES = 32 * 1024 * 1024
 _CONFLICT_ID = re.compile(r"\A[0-9a-f]{16}\Z")
 _RESOLVED_NAME = re.compile(r"\A[0-9a-f]{16}(-\d+)?\Z")
 _VERSION = re.compile(r"\A[0-9a-f]{64}\Z")
+MIN_PREFIX = 12
+_PREFIX = re.compile(r"\A[0-9a-f]{12,64}\Z")
 
 
 @dataclass(frozen=True)
@@ -113,11 +115,24 @@ def conflict_id(file: str, expected: str | None, proposed: bytes | None) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_version(version: str) -> str:
-    """A version must be a whole sha256 in hex; anything else is a mistake, not a conflict."""
-    if not isinstance(version, str) or not _VERSION.match(version):
-        raise SagememError(f"{version!r} is not a version (64 hexadecimal digits, as `read --json` prints)")
+def check_version(version: str, *, prefix: bool = False) -> str:
+    """A version must be a whole sha256 in hex (with `prefix`, as the CLI allows, at least its
+    first 12 digits, as git takes a short hash); anything else is a mistake, not a conflict."""
+    pattern = _PREFIX if prefix else _VERSION
+    if not isinstance(version, str) or not pattern.match(version):
+        wanted = f"at least {MIN_PREFIX} of its" if prefix else "its"
+        raise SagememError(
+            f"{version!r} is not a version ({wanted} 64 hexadecimal digits, as `read --json` prints)"
+        )
     return version
+
+
+def matches(actual: str | None, expected: str | None) -> bool:
+    """Whether the version on disk is the one a writer based its change on: the same, or for a
+    short version (the CLI's prefix) the one it begins."""
+    if expected is None or actual is None:
+        return actual == expected
+    return actual == expected or (len(expected) < len(actual) and actual.startswith(expected))
 
 
 @contextmanager
@@ -152,7 +167,7 @@ def guarded_write(
     with file_lock(path):
         current = on_disk(path)
         actual = None if current is None else version_of(current)
-        if actual != expected:
+        if not matches(actual, expected):
             raise _refuse(path.name, expected, actual, current, data, state_dir, writer, reason)
         if current == data:
             return actual or version_of(data)
@@ -188,7 +203,7 @@ def refuse_if_changed(path: Path, expected: str | None, state_dir: Path, writer:
     (for a change that could not even be computed on what is on disk now)."""
     disk = on_disk(path)
     actual = None if disk is None else version_of(disk)
-    if actual != expected:
+    if not matches(actual, expected):
         raise _refuse(path.name, expected, actual, disk, None, state_dir, writer, reason)
 
 

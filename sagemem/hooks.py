@@ -3,7 +3,10 @@
 The contract, for every harness and every input: exit 0, print nothing or exactly one JSON
 object, never block or erase the user's prompt. Any failure (bad JSON, no memory dir,
 unreadable files, a bug) prints nothing and adds one line to `<state>/hook.log` (or the
-user's cache dir): a memory tool must never disrupt the agent's session.
+user's cache dir): a memory tool must never disrupt the agent's session. The event read
+from stdin is capped (`MAX_EVENT_BYTES`), retrieval reads at most the start and the end of
+a long prompt, and the context printed stays under `MAX_CONTEXT_BYTES` whatever the memories
+hold, so the hook answers in time for any input.
 
 The output is the shape Claude Code, Codex, Gemini CLI and DeepSeek Harness all read:
 `{"hookSpecificOutput": {"hookEventName": <the firing event>, "additionalContext": ...}}`.
@@ -26,6 +29,8 @@ READ_TOOLS = ("Read",)
 WRITE_TOOLS = ("Write", "Edit", "MultiEdit")
 # Claude Code and Codex deliver up to 10,000 characters of context whole; stay under that.
 MAX_CONTEXT_BYTES = 9000
+# An event larger than this is not parsed (a harness sends a prompt of megabytes at most).
+MAX_EVENT_BYTES = 32 * 1024 * 1024
 HOOK_LOG = "hook.log"
 _ALIASES = {
     "session-start": "SessionStart",
@@ -41,10 +46,10 @@ def main(argv: list[str], *, memory_dir: str | None = None, state_dir: str | Non
     """Run one hook: read stdin, write the harness's JSON (or nothing) to stdout, exit 0."""
     harness = argv[0] if argv else ""
     event = argv[1] if len(argv) > 1 else None
-    try:  # bytes, as UTF-8, whatever the locale says the console uses
-        raw = sys.stdin.buffer.read().decode("utf-8", "replace")
-    except (OSError, AttributeError, ValueError):
-        raw = ""
+    raw = _read_event()
+    if raw is None:
+        _log(None, f"{harness} {event or ''}: event over {MAX_EVENT_BYTES >> 20} MiB; nothing injected")
+        return 0
     output = handle(harness, event, raw, memory_dir=memory_dir, state_dir=state_dir)
     if output is not None:
         try:
@@ -53,6 +58,22 @@ def main(argv: list[str], *, memory_dir: str | None = None, state_dir: str | Non
         except (OSError, AttributeError, ValueError):
             pass  # the harness closed the pipe (a timeout): nothing left to do
     return 0
+
+
+def _read_event() -> str | None:
+    """Stdin as UTF-8 (whatever the locale says the console uses), None when it is over the
+    cap; the rest of an oversized event is read and dropped, so the harness never writes
+    into a closed pipe."""
+    try:
+        stream = sys.stdin.buffer
+        data = stream.read(MAX_EVENT_BYTES + 1)
+        if len(data) > MAX_EVENT_BYTES:
+            while stream.read(1 << 20):
+                pass
+            return None
+        return data.decode("utf-8", "replace")
+    except (OSError, AttributeError, ValueError):
+        return ""
 
 
 def handle(
@@ -88,9 +109,10 @@ def handle(
             if harness == "dsh":  # dsh's own file tools are not Claude Code's: no guard there
                 return None
             return _file_tool(harness, fired, data, location.memory_dir, location.state_dir, session)
+        care: list[tuple[str, str]] = []
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
-            _repair_index(location.memory_dir, location.state_dir)
+            care = _session_start(location.memory_dir, location.state_dir)
         else:
             query, reset = str(data.get("prompt") or ""), False
             if any(marker in query for marker in OWN_MARKERS):
@@ -104,6 +126,7 @@ def handle(
             session=session,
             reset=reset,
             max_bytes=MAX_CONTEXT_BYTES,
+            care=care,
         )
         if not injection.text:
             return None
@@ -113,19 +136,26 @@ def handle(
         return None
 
 
-def _repair_index(memory_dir: Path, state_dir: Path) -> None:
-    """After a merge, a pull or a checkout, MEMORY.md can carry duplicate lines (git's union
-    merge) and lines of deleted memories: a session starts with them repaired (a snapshot is
-    taken first). Failing here never stops the injection."""
-    try:
-        from .store import MemoryStore
+def _session_start(memory_dir: Path, state_dir: Path) -> list[tuple[str, str]]:
+    """What a session starts with besides its baseline. After a merge, a pull or a checkout,
+    MEMORY.md can carry duplicate lines (git's union merge) and lines of deleted memories:
+    they are repaired (a snapshot is taken first). And a merge can carry an edit into an
+    archived copy, out of every live memory: each such file is returned as a finding for the
+    session to be told about. Failing here never stops the injection."""
+    from .store import MemoryStore
 
-        store = MemoryStore(memory_dir, state_dir)
+    store = MemoryStore(memory_dir, state_dir)
+    try:
         report = store.check_index()
         if report.dangling or report.duplicates:
             store.rebuild_index()
     except Exception as exc:  # the index is derived: a later rebuild can do it
         _log(state_dir, f"index repair at session start failed: {type(exc).__name__}: {exc}")
+    try:
+        return [("archived-changed", f"archive/{name}") for name, _, _ in store.archived_changes()]
+    except Exception as exc:  # `check` reports it too
+        _log(state_dir, f"archive check at session start failed: {type(exc).__name__}: {exc}")
+        return []
 
 
 def _file_tool(
@@ -146,22 +176,37 @@ def _file_tool(
         return None
     from . import guard
     from . import ledger as access
+    from .config import state_places
+    from .errors import SagememError
     from .memory import version_of
     from .session import open_ledger
 
     path = memory_dir / file
     current = guard.on_disk(path)
     written = arguments.get("content") if tool == "Write" else None
-    with open_ledger(state_dir, session) as ledger:
-        # After a Write, the session has seen what it wrote only if that is what is on disk
-        # now (another writer may have saved in between).
-        if fired == "PostToolUse" and current is not None:
-            if written is None or current == str(written).encode("utf-8"):
-                ledger.reads[file] = version_of(current)
-        seen = ledger.reads.get(file)
+    seen, failure = None, None
+    # Where the state dir cannot be written (read-only, a sandbox), the session's record of
+    # what it read goes to the same fallback as the injection ledger: the guard keeps guarding.
+    for place in state_places(state_dir):
+        try:
+            with open_ledger(place, session) as ledger:
+                # After a Write, the session has seen what it wrote only if that is what is
+                # on disk now (another writer may have saved in between).
+                if fired == "PostToolUse" and current is not None:
+                    if written is None or current == str(written).encode("utf-8"):
+                        ledger.reads[file] = version_of(current)
+                seen = ledger.reads.get(file)
+            break
+        except (OSError, SagememError) as exc:
+            failure = failure or exc
+    else:
+        raise failure or SagememError("no place to keep the session's reads")
     if fired == "PostToolUse":
         if tool in READ_TOOLS:
-            access.record(state_dir, "read", [file])
+            try:
+                access.record(state_dir, "read", [file])
+            except (OSError, SagememError) as exc:  # a count lost, never the guard's record
+                _log(state_dir, f"access ledger not written: {exc}")
         elif current is not None:
             from .store import MemoryStore
 

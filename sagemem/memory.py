@@ -118,8 +118,13 @@ def parse_memory(file: str, data: bytes) -> Memory:
     )
 
 
-def validate_for_write(file: str, text: str) -> Memory:
-    """Parse proposed content and apply the write-side rules; return the parsed memory."""
+def validate_for_write(file: str, text: str, *, whole: bool = False) -> Memory:
+    """Parse proposed content and apply the write-side rules; return the parsed memory.
+
+    With `whole` (content a person or an agent sends through `write`), the content must also
+    be a whole memory: a frontmatter block and a description. A memory without one is nearly
+    invisible to retrieval. Files already on disk are read as they are, and the repairs that
+    keep their content (`check --fix`, conflict resolution) do not ask this of them."""
     data = text.encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         raise InvalidMemory(file, f"content is larger than {MAX_FILE_BYTES // 1024} KiB ({len(data)} bytes)")
@@ -129,6 +134,14 @@ def validate_for_write(file: str, text: str) -> Memory:
         raise InvalidMemory(file, f"type must be one of {', '.join(TYPES)} (got {memory.type!r})")
     _check_list(file, "tags", meta.get("tags"), MAX_TAGS, MAX_TAG_CHARS)
     _check_list(file, "aliases", meta.get("aliases"), MAX_ALIASES, MAX_ALIAS_CHARS)
+    if whole and not frontmatter.split(text, file).has_frontmatter:
+        raise InvalidMemory(
+            file,
+            "content has no frontmatter: start it with a '---' line, then name, description and type "
+            "(user|feedback|project|reference), then '---' (docs/format.md)",
+        )
+    if whole and not memory.description:
+        raise InvalidMemory(file, "description must not be empty: retrieval finds memories by it")
     return memory
 
 

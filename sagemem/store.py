@@ -254,17 +254,20 @@ class MemoryStore:
         expected_version: str | None,
         writer: str = "",
         reason: str = "",
+        short_version: bool = False,
     ) -> Memory:
         """Replace (or, with `expected_version=None`, create) a memory's whole content.
 
-        Line endings are written as LF. Refused with `VersionConflict` (and recorded) unless the
-        file on disk is still `expected_version`."""
+        The content must be a whole memory: a frontmatter block with a description (retrieval
+        finds memories by it). Line endings are written as LF. Refused with `VersionConflict`
+        (and recorded) unless the file on disk is still `expected_version` (with
+        `short_version`, as the CLI allows, a prefix of at least 12 digits of it)."""
         check_name(file)
         if expected_version is not None:
-            guard.check_version(expected_version)
+            guard.check_version(expected_version, prefix=short_version)
         self._require()
         text = decode(file, content) if isinstance(content, bytes) else content
-        return self._write(self._existing_name(file), text, expected_version, writer, reason)
+        return self._write(self._existing_name(file), text, expected_version, writer, reason, whole=True)
 
     def update(
         self,
@@ -274,6 +277,7 @@ class MemoryStore:
         body: str | None = None,
         writer: str = "",
         reason: str = "",
+        short_version: bool = False,
         **fields: Any,
     ) -> Memory:
         """Change frontmatter fields (`description=`, `tags=`, ...) and/or the body in place.
@@ -283,7 +287,7 @@ class MemoryStore:
         unknown = set(fields) - set(FIELD_KEYS)
         if unknown:
             raise SagememError(f"unknown field(s): {', '.join(sorted(unknown))}")
-        guard.check_version(expected_version)
+        guard.check_version(expected_version, prefix=short_version)
         if not fields and body is None:
             return self.get(file)
         fields.setdefault("updated", dt.date.today())
@@ -540,7 +544,8 @@ class MemoryStore:
         for file in sorted({f.file for f in fixable if f.check == "crlf"}, key=name_key):
             try:
                 current = self.read(file)
-                self.write(file, current.text, expected_version=current.version, writer="sagemem check --fix")
+                # Not `write`: a file without a description may still have its line endings fixed.
+                self._write(current.file, current.text, current.version, "sagemem check --fix", "")
                 changes.append(f"{file}: CRLF line endings converted to LF")
             except SagememError as exc:
                 changes.append(f"{file}: not fixed ({exc})")
@@ -768,10 +773,13 @@ class MemoryStore:
         reason: str,
         *,
         keep_eol: bool = False,
+        whole: bool = False,
     ) -> Memory:
+        """The one path of every change to a memory's bytes: the format's rules (with `whole`,
+        also those for content sent whole), then the guarded write, then the index line."""
         if not keep_eol:
             text = to_lf(text)
-        memory = validate_for_write(file, text)
+        memory = validate_for_write(file, text, whole=whole)
         version = guard.guarded_write(
             self.memory_dir / file,
             text.encode("utf-8"),

@@ -99,7 +99,8 @@ def test_new_read_write_cycle(mem: str) -> None:
     assert "v2" in Path(mem, "MEMORY.md").read_text()
 
     # The old version again: exit 3, conflict id on stderr, nothing written.
-    code, out, err = run(["--dir", mem, "write", file, "--expected-version", version], input="---\n---\nx\n")
+    stale = "---\ndescription: stale\n---\nx\n"
+    code, out, err = run(["--dir", mem, "write", file, "--expected-version", version], input=stale)
     assert code == 3 and out == ""
     conflict_id = err.split("conflict ")[1].split()[0]
     assert "v2" in Path(mem, file).read_text()
@@ -187,7 +188,7 @@ def test_index_check_and_rebuild(mem: str) -> None:
         handle.write("- [Gone](gone.md) — removed\n")
     code, out, err = run(["--dir", mem, "index", "--check"])
     assert code == 1 and "dangling: line 4" in out and "unlisted: project_b.md" in out
-    assert err == "sagemem: MEMORY.md: 2 problem(s); `sagemem index --rebuild` fixes them\n"
+    assert err == "sagemem: MEMORY.md: 2 problems; `sagemem index --rebuild` fixes them\n"
     report = json.loads(run(["--dir", mem, "index", "--json"])[1])
     assert report["ok"] is False and report["unlisted"] == ["project_b.md"]
     assert run(["--dir", mem, "index", "--rebuild"])[1] == "MEMORY.md rebuilt\n"
@@ -318,7 +319,7 @@ def test_real_processes_console_script_and_module(tmp_path: Path) -> None:
             "--expected-version",
             "0" * 64,
         ],
-        input="---\n---\n",
+        input="---\ndescription: d\n---\n",
         capture_output=True,
         text=True,
     )

@@ -133,7 +133,7 @@ def test_check_command_exit_codes(tmp_path: Path) -> None:
     clean = tmp_path / "clean"
     assert CliRunner().invoke(cli, ["--dir", str(clean), "init"]).exit_code == 0
     result = CliRunner().invoke(cli, ["--dir", str(clean), "check"])
-    assert result.exit_code == 0 and result.stdout.endswith("0 memories, 0 problem(s)\n")
+    assert result.exit_code == 0 and result.stdout.endswith("0 memories, 0 problems\n")
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,7 @@ async def test_every_tool_in_process(store: MemoryStore) -> None:
             "memory_write",
             {
                 "file": "project_studio_opening.md",
-                "content": "---\n---\nx\n",
+                "content": "---\ndescription: stale\n---\nx\n",
                 "expected_version": read["version"],
             },
         )
@@ -84,7 +84,7 @@ async def test_every_tool_in_process(store: MemoryStore) -> None:
         message = stale.content[0].text
         assert "version_conflict" in message
         conflict_id = message.split("conflict_id=")[1].rstrip("]")
-        assert store.conflict(conflict_id).proposed == b"---\n---\nx\n"
+        assert store.conflict(conflict_id).proposed == b"---\ndescription: stale\n---\nx\n"
 
         traversal = await client.call_tool("memory_read", {"file": "../../etc/passwd.md"})
         assert traversal.is_error is True and "single path segment" in traversal.content[0].text

@@ -272,20 +272,23 @@ def test_snapshots_list_and_roll_back_with_the_libraries_checks(client: Client, 
     assert status == 200 and path.read_text() == original
 
 
+MINE = "---\ndescription: the studio opens in May\n---\nmine\n"
+
+
 def test_conflicts_are_listed_and_resolved(client: Client, store: MemoryStore) -> None:
     current = store.read("project_studio_opening.md")
     (store.memory_dir / "project_studio_opening.md").write_text(current.text + "\nedited by hand\n")
     status, refused = client.post(
         "/api/save",
-        {"file": "project_studio_opening.md", "text": "mine\n", "expected_version": current.version},
+        {"file": "project_studio_opening.md", "text": MINE, "expected_version": current.version},
     )
     assert status == 409
     status, data = client.get("/api/conflicts")
     assert [c["id"] for c in data["conflicts"]] == [refused["conflict_id"]]
-    assert data["conflicts"][0]["proposed"] == "mine\n"
+    assert data["conflicts"][0]["proposed"] == MINE
     # "Save mine over it" on the conflict page resolves the recorded conflict with the refused text.
     assert client.post("/api/conflicts/resolve", {"id": refused["conflict_id"], "keep": "proposed"})[0] == 200
-    assert store.read("project_studio_opening.md").text == "mine\n"
+    assert store.read("project_studio_opening.md").text == MINE
     assert client.get("/api/conflicts")[1]["conflicts"] == []
     assert client.get("/api/overview")[1]["conflicts"] == 0
 

@@ -23,6 +23,7 @@ import click
 
 from .. import __version__
 from ..errors import SagememError, SagememWarning
+from ..text import printable
 
 
 class _Failure(click.ClickException):
@@ -82,11 +83,18 @@ class _Context:
 
 
 def _version(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not re.fullmatch(r"[0-9a-f]{64}", value):
+    """A version as `read` prints it, or its first 12 digits or more (as git takes a short hash)."""
+    if value is not None and not re.fullmatch(r"[0-9a-f]{12,64}", value):
         raise click.BadParameter(
-            f"{value!r} is not a version (64 hexadecimal digits, as `read --json` prints)"
+            f"{value!r} is not a version (64 hexadecimal digits as `read --json` prints, or the first 12 "
+            "or more of them)"
         )
     return value
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """`1 memory`, `2 memories`."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _finite(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -141,7 +149,7 @@ def _count_use(ctx: _Context, kind: str, files: list[str]) -> None:
     try:
         ctx.store.record_use(kind, files)
     except (SagememError, OSError) as exc:
-        click.echo(f"sagemem: warning: access ledger not updated: {_one_line(str(exc))}", err=True)
+        say(f"sagemem: warning: access ledger not updated: {_one_line(str(exc))}", err=True)
 
 
 def _uses(record: Any) -> str:
@@ -175,7 +183,7 @@ def _conflict_summary(c: Any) -> dict[str, Any]:
 def _print_written(memory: Any, as_json: bool) -> None:
     if as_json:
         return _print_json({"file": memory.file, "version": memory.version})
-    click.echo(f"{memory.file} {memory.version}")
+    say(f"{memory.file} {memory.version}")
 
 
 def _print_json(data: Any) -> None:
@@ -209,8 +217,15 @@ def _stdin() -> str:
         raise SagememError(f"standard input is not valid UTF-8 (byte {exc.start})") from None
 
 
+def say(line: str = "", *, err: bool = False) -> None:
+    """Print one line of human output. File names, descriptions and lines quoted from files
+    may hold terminal escape sequences or line breaks: they are shown as escapes, so a file
+    cannot recolour the terminal, move its cursor or pass for another line."""
+    click.echo(printable(line), err=err)
+
+
 def _one_line(text: str) -> str:
-    return " ".join(text.split("\n"))
+    return printable(" ".join(text.split("\n")))
 
 
 def _width(text: str) -> int:

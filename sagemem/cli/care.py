@@ -9,7 +9,7 @@ import click
 
 from ..ledger import Record
 from ..names import name_key
-from .base import _Context, _print_json, _uses, cli, json_option, pass_ctx
+from .base import _Context, _print_json, _uses, cli, count, json_option, pass_ctx, say
 
 
 @cli.command()
@@ -27,7 +27,7 @@ def archive(ctx: _Context, file: str, reason: str, as_json: bool) -> None:
     memory = ctx.store.archive(file, reason=reason)
     if as_json:
         return _print_json({"file": memory.file, "archived_at": memory.extra.get("archived_at")})
-    click.echo(f"archived {memory.file}")
+    say(f"archived {memory.file}")
 
 
 @cli.command()
@@ -39,7 +39,7 @@ def restore(ctx: _Context, file: str, as_json: bool) -> None:
     memory = ctx.store.restore(file)
     if as_json:
         return _print_json({"file": memory.file, "version": memory.version})
-    click.echo(f"restored {memory.file}")
+    say(f"restored {memory.file}")
 
 
 @cli.command()
@@ -48,7 +48,7 @@ def restore(ctx: _Context, file: str, as_json: bool) -> None:
 def lock(ctx: _Context, file: str) -> None:
     """Protect a memory from every archive path (kept in the state dir, not the file)."""
     changed = ctx.store.lock(file)
-    click.echo(f"locked {file}" if changed else f"{file} was already locked")
+    say(f"locked {file}" if changed else f"{file} was already locked")
 
 
 @cli.command()
@@ -57,7 +57,7 @@ def lock(ctx: _Context, file: str) -> None:
 def unlock(ctx: _Context, file: str) -> None:
     """Remove a memory's lock."""
     changed = ctx.store.unlock(file)
-    click.echo(f"unlocked {file}" if changed else f"{file} was not locked")
+    say(f"unlocked {file}" if changed else f"{file} was not locked")
 
 
 @cli.command()
@@ -77,7 +77,7 @@ def candidates(ctx: _Context, apply: bool, as_json: bool) -> None:
             _print_json([{"file": file, "archived": why is None, "refused": why} for file, why in outcome])
         else:
             for file, why in outcome:
-                click.echo(f"archived {file}" if why is None else f"not archived {file}: {why}")
+                say(f"archived {file}" if why is None else f"not archived {file}: {why}")
         if any(why is not None for _, why in outcome):
             sys.exit(1)
         return
@@ -85,7 +85,7 @@ def candidates(ctx: _Context, apply: bool, as_json: bool) -> None:
     if as_json:
         return _print_json([c.to_dict() for c in found])
     for c in found:
-        click.echo(f"{c.file}  {c.reason}; {_uses(c.uses)}")
+        say(f"{c.file}  {c.reason}; {_uses(c.uses)}")
 
 
 @cli.group(invoke_without_command=True)
@@ -106,7 +106,7 @@ def snapshot_list(ctx: _Context, as_json: bool = False) -> None:
     if as_json:
         return _print_json([s.to_dict() for s in found])
     for s in found:
-        click.echo(f"{s.id}  {s.kind:<10}  {len(s.files):>4} files  {s.created}  {s.label}".rstrip())
+        say(f"{s.id}  {s.kind:<10}  {len(s.files):>4} files  {s.created}  {s.label}".rstrip())
 
 
 @snapshot.command("create")
@@ -118,7 +118,7 @@ def snapshot_create(ctx: _Context, label: str, as_json: bool) -> None:
     made = ctx.store.snapshot(label=label)
     if as_json:
         return _print_json(made.to_dict())
-    click.echo(f"{made.id}  {len(made.files)} files")
+    say(f"{made.id}  {len(made.files)} files")
 
 
 @snapshot.command("rollback")
@@ -137,10 +137,10 @@ def snapshot_rollback(ctx: _Context, snapshot_id: str, scope: str, as_json: bool
     outcome = ctx.store.rollback(snapshot_id, scope=scope)
     if as_json:
         return _print_json(outcome)
-    click.echo(f"rolled back to {snapshot_id} (the present is kept as snapshot {outcome['protection']})")
+    say(f"rolled back to {snapshot_id} (the present is kept as snapshot {outcome['protection']})")
     for key in ("restored", "retired", "kept"):
         if outcome[key]:
-            click.echo(f"{key}: {', '.join(outcome[key])}")
+            say(f"{key}: {', '.join(outcome[key])}")
 
 
 @cli.command()
@@ -157,7 +157,7 @@ def ledger(ctx: _Context, file: str | None, as_json: bool) -> None:
     if as_json:
         return _print_json([r.to_dict() for r in records.values()])
     for name in sorted(records):
-        click.echo(f"{name}  {_uses(records[name])}")
+        say(f"{name}  {_uses(records[name])}")
 
 
 @cli.command()
@@ -172,7 +172,7 @@ def cite(ctx: _Context, files: tuple[str, ...], receipt: str) -> None:
         sagemem cite project_deploy_flow.md --receipt "$SESSION_ID:turn-12"
     """
     counted = ctx.store.cite(files, receipt=receipt)
-    click.echo(f"cited {len(counted)}" if counted else f"receipt {receipt} was already counted")
+    say(f"cited {len(counted)}" if counted else f"receipt {receipt} was already counted")
 
 
 @cli.command("check")
@@ -194,10 +194,10 @@ def check_(ctx: _Context, fix: bool, as_json: bool) -> None:
         _print_json({**report.to_dict(), "fixed": changes})
     else:
         for change in changes:
-            click.echo(f"fixed: {change}")
+            say(f"fixed: {change}")
         for f in report.findings:
             where = f"{f.file}:{f.line}" if f.line else f.file
-            click.echo(f"{f.check}: {where}: {f.message}" + (" (hint)" if f.severity == "hint" else ""))
-        click.echo(f"{report.files} memories, {report.problems} problem(s)")
+            say(f"{f.check}: {where}: {f.message}" + (" (hint)" if f.severity == "hint" else ""))
+        say(f"{count(report.files, 'memory', 'memories')}, {count(report.problems, 'problem')}")
     if not report.ok:
         sys.exit(1)

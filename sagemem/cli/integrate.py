@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .base import _Context, _print_json, cli, json_option, pass_ctx
+from .base import _Context, _print_json, cli, json_option, pass_ctx, say
 
 HARNESSES = ["claude-code", "codex", "gemini", "dsh"]
 
@@ -106,14 +106,19 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
     if as_json:
         return _print_json(outcome)
     for line in outcome["changes"] or ["nothing to change"]:  # type: ignore[union-attr]
-        click.echo(f"{outcome['path']}: {line}")
+        say(f"{outcome['path']}: {line}")
     for backup in outcome.get("backups") or []:  # type: ignore[union-attr]
-        click.echo(f"backup: {backup}")
+        say(f"backup: {backup}")
     if outcome.get("todo"):
         lines = str(outcome["todo"]).splitlines()
-        click.echo("still to do, by you:" + ("\n  " if len(lines) > 1 else " ") + "\n  ".join(lines))
+        if len(lines) == 1:
+            say(f"still to do, by you: {lines[0]}")
+        else:
+            say("still to do, by you:")
+            for line in lines:
+                say(f"  {line}")
     if outcome.get("dry_run"):
-        click.echo("dry run: nothing written", err=True)
+        say("dry run: nothing written", err=True)
     sys.stdout.flush()
 
 
@@ -158,7 +163,7 @@ def ui(ctx: _Context, port: int, no_open: bool) -> None:
     store = ctx.store
     store.memories()  # a missing directory fails here, with the usual message
     try:
-        serve(store, port=port, open_browser=not no_open, announce=lambda line: click.echo(line, err=True))
+        serve(store, port=port, open_browser=not no_open, announce=lambda line: say(line, err=True))
     except KeyboardInterrupt:
         pass
     except OSError as exc:
@@ -182,8 +187,8 @@ def watch(ctx: _Context) -> None:
     stop = threading.Event()
     store = ctx.store
     store.memories()  # a missing directory fails here, with the usual message
-    click.echo(f"watching {store.memory_dir} (Ctrl-C to stop)", err=True)
+    say(f"watching {store.memory_dir} (Ctrl-C to stop)", err=True)
     try:
-        run(store, lambda line: click.echo(line), stop)
+        run(store, lambda line: say(line), stop)
     except KeyboardInterrupt:
         stop.set()

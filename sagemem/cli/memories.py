@@ -27,8 +27,10 @@ from .base import (
     _width,
     _with,
     cli,
+    count,
     json_option,
     pass_ctx,
+    say,
     writer_options,
 )
 
@@ -57,13 +59,17 @@ def init(ctx: _Context, git: bool, project: bool, as_json: bool) -> None:
         if locate(None, ctx.state_dir).rule.startswith("sage-mem's"):
             # `init` makes sagemem's own directory: sage-mem's is used, never set up, by sagemem.
             ctx.memory_dir = user_memory_dir()
-    changed = ctx.store.init(git=git)
+    store = ctx.store
+    existed = {
+        p for p in (store.memory_dir / ".gitignore", store.memory_dir / ".gitattributes") if p.exists()
+    }
+    changed = store.init(git=git)
     if as_json:
-        return _print_json({"memory_dir": str(ctx.store.memory_dir), "changed": [str(p) for p in changed]})
+        return _print_json({"memory_dir": str(store.memory_dir), "changed": [str(p) for p in changed]})
     for path in changed:
-        click.echo(f"created {path}" if path.is_dir() or path.name == "MEMORY.md" else f"updated {path}")
+        say(f"updated {path}" if path in existed else f"created {path}")
     if not changed:
-        click.echo(f"already initialised: {ctx.store.memory_dir}")
+        say(f"already initialised: {ctx.store.memory_dir}")
 
 
 @cli.command()
@@ -74,8 +80,8 @@ def path(ctx: _Context, as_json: bool) -> None:
     location = ctx.location
     if as_json:
         return _print_json(location.to_dict())
-    click.echo(f"memory dir: {location.memory_dir}  ({location.rule})")
-    click.echo(f"state dir:  {location.state_dir}  ({location.state_rule})")
+    say(f"memory dir: {location.memory_dir}  ({location.rule})")
+    say(f"state dir:  {location.state_dir}  ({location.state_rule})")
 
 
 @cli.command()
@@ -149,18 +155,18 @@ def list_(ctx: _Context, type_: str | None, tag: str | None, archived: bool, as_
         if as_json:
             return _print_json([m.to_dict() for m in found])
         for m in found:
-            click.echo(f"{m.file}  {m.extra.get('archived_at', '-')}  {m.extra.get('archived_reason', '')}")
+            say(f"{m.file}  {m.extra.get('archived_at', '-')}  {m.extra.get('archived_reason', '')}")
         return
     scan = ctx.store.scan()
     memories = scan.select(type=type_, tag=tag)
     for problem in scan.problems:
-        click.echo(f"sagemem: warning: {problem}", err=True)
+        say(f"sagemem: warning: {problem}", err=True)
     if as_json:
         return _print_json([m.to_dict() for m in memories])
     width = max((_width(m.file) for m in memories), default=0)
     for m in memories:
         padding = " " * (width - _width(m.file))
-        click.echo(f"{m.file}{padding}  {m.type or '-':<9}  {m.description}".rstrip())
+        say(f"{m.file}{padding}  {m.type or '-':<9}  {m.description}".rstrip())
 
 
 @cli.command()
@@ -203,9 +209,9 @@ def read(ctx: _Context, file: str, lines: tuple[int, int] | None, as_json: bool)
             }
         )
     click.echo(text, nl=False)
-    click.echo(f"sagemem: {result.file} version {result.version}", err=True)
+    say(f"sagemem: {result.file} version {result.version}", err=True)
     if result.problem:
-        click.echo(f"sagemem: warning: {result.file}: {result.problem}", err=True)
+        say(f"sagemem: warning: {result.file}: {result.problem}", err=True)
 
 
 @cli.command()
@@ -213,7 +219,7 @@ def read(ctx: _Context, file: str, lines: tuple[int, int] | None, as_json: bool)
 @click.option(
     "--expected-version",
     callback=_version,
-    help="Version the new content is based on (omit to create a new file).",
+    help="Version the new content is based on, or its first 12+ digits (omit to create a new file).",
 )
 @click.option(
     "--content-file", type=click.Path(dir_okay=False, allow_dash=True), help="New content (else stdin)."
@@ -240,13 +246,20 @@ def write(
         sagemem write project_deploy_flow.md --expected-version 3f2a... --content-file new.md
     """
     content = _read_text(content_file) if content_file else _stdin()
-    memory = ctx.store.write(file, content, expected_version=expected_version, writer=writer, reason=reason)
+    memory = ctx.store.write(
+        file, content, expected_version=expected_version, writer=writer, reason=reason, short_version=True
+    )
     _print_written(memory, as_json)
 
 
 @cli.command()
 @click.argument("file")
-@click.option("--expected-version", required=True, callback=_version, help="Version the change is based on.")
+@click.option(
+    "--expected-version",
+    required=True,
+    callback=_version,
+    help="Version the change is based on, or its first 12+ digits.",
+)
 @click.option("--name")
 @click.option("--description")
 @click.option("--type", "type_", type=click.Choice(TYPES))
@@ -298,7 +311,13 @@ def update(
         raise click.UsageError("give --body or --body-file, not both")
     new_body = _read_text(body_file) if body_file else body
     memory = ctx.store.update(
-        file, expected_version=expected_version, body=new_body, writer=writer, reason=reason, **fields
+        file,
+        expected_version=expected_version,
+        body=new_body,
+        writer=writer,
+        reason=reason,
+        short_version=True,
+        **fields,
     )
     _print_written(memory, as_json)
 
@@ -319,7 +338,7 @@ def index_(ctx: _Context, mode: str, as_json: bool) -> None:
         changed = ctx.store.rebuild_index()
         if as_json:
             return _print_json({"changed": changed})
-        click.echo("MEMORY.md rebuilt" if changed else "MEMORY.md is up to date")
+        say("MEMORY.md rebuilt" if changed else "MEMORY.md is up to date")
         return
     report = ctx.store.check_index()
     if as_json:
@@ -331,15 +350,16 @@ def index_(ctx: _Context, mode: str, as_json: bool) -> None:
             ("stale", report.stale),
         ):
             for e in entries:
-                click.echo(f"{label}: line {e.line}: {e.text}")
+                say(f"{label}: line {e.line}: {e.text}")
         for file in report.unlisted:
-            click.echo(f"unlisted: {file}")
+            say(f"unlisted: {file}")
         if report.ok:
-            click.echo("MEMORY.md is up to date")
+            say("MEMORY.md is up to date")
     if not report.ok:
         problems = len(report.dangling) + len(report.duplicates) + len(report.stale) + len(report.unlisted)
-        click.echo(
-            f"sagemem: MEMORY.md: {problems} problem(s); `sagemem index --rebuild` fixes them", err=True
+        say(
+            f"sagemem: MEMORY.md: {count(problems, 'problem')}; `sagemem index --rebuild` fixes them",
+            err=True,
         )
         sys.exit(1)
 
@@ -364,7 +384,7 @@ def conflicts_list(ctx: _Context, resolved: bool = False, as_json: bool = False)
         return _print_json([_conflict_summary(c) for c in found])
     for c in found:
         done = f"  kept {c.resolution}" if c.resolution else ""
-        click.echo(f"{c.id}  {c.file}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
+        say(f"{c.id}  {c.file}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
 
 
 @conflicts.command("show")
@@ -377,13 +397,18 @@ def conflicts_show(ctx: _Context, conflict_id: str, as_json: bool) -> None:
     if as_json:
         return _print_json(c.to_dict())
     for key, value in _conflict_summary(c).items():
-        click.echo(f"{key + ':':<18}{value if value is not None else '-'}")
+        say(f"{key + ':':<18}{value if value is not None else '-'}")
+    say("")
+    if c.proposed is None:
+        # A field change that could not be applied to the file as it was: the reason says
+        # what was asked; there is nothing to diff or to write.
+        say("no content was proposed (the change could not be applied to the file as it was; see reason)")
+        say(f"resolve it with: sagemem conflicts resolve {c.id} --keep disk")
+        return
     disk = split_lines((c.disk or b"").decode("utf-8", "replace"))
     proposed = split_lines(c.proposed.decode("utf-8", "replace"))
-    click.echo("")
-    click.echo(
-        "".join(difflib.unified_diff(disk, proposed, f"{c.file} (on disk)", f"{c.file} (proposed)")), nl=False
-    )
+    for line in difflib.unified_diff(disk, proposed, f"{c.file} (on disk)", f"{c.file} (proposed)"):
+        say(line.removesuffix("\n"))
 
 
 @conflicts.command("resolve")
@@ -401,4 +426,4 @@ def conflicts_resolve(ctx: _Context, conflict_id: str, keep: str, as_json: bool)
     c = ctx.store.resolve_conflict(conflict_id, keep, writer="sagemem cli")
     if as_json:
         return _print_json(_conflict_summary(c))
-    click.echo(f"{c.id}: kept {keep} for {c.file}")
+    say(f"{c.id}: kept {keep} for {c.file}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .base import _Context, _print_json, cli, json_option, pass_ctx
+from .base import _Context, _print_json, cli, json_option, pass_ctx, say
 
 
 @cli.command()
@@ -46,9 +46,9 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
             ]
         )
     for hit, text in rows:
-        click.echo(f"{hit.file}:{hit.start}-{hit.end}  {hit.score:.2f}  {hit.description}")
+        say(f"{hit.file}:{hit.start}-{hit.end}  {hit.score:.2f}  {hit.description}")
         for line in text.splitlines()[:3]:
-            click.echo(f"    {line}")
+            say(f"    {line}")
 
 
 @cli.command()
@@ -106,9 +106,9 @@ def eval_(ctx: _Context, set_dir: Path, as_json: bool) -> None:
     summary, breakdown = report.summary(), report.breakdown()
     if as_json:
         return _print_json({"summary": summary, "breakdown": breakdown})
-    click.echo(f"{'':18}{'queries':>8}{'R@5':>8}{'evid@5':>8}{'FalseInj':>10}{'bytes':>8}")
+    say(f"{'':18}{'queries':>8}{'R@5':>8}{'evid@5':>8}{'FalseInj':>10}{'bytes':>8}")
     for name, row in [("all", summary), *breakdown.items()]:
-        click.echo(
+        say(
             f"{name:18}{row['queries']:>8}{row['recall_at_5']:>8.3f}{row['evidence_at_5']:>8.3f}"
             f"{row['false_injection']:>10.1%}{row['mean_bytes']:>8.0f}"
         )

@@ -6,7 +6,9 @@ const ZH = (navigator.language || "").toLowerCase().startsWith("zh");
 const TEXT = {
   memories: ["Memories", "记忆"], candidates: ["Archive candidates", "归档候选"], health: ["Health", "健康检查"],
   snapshots: ["Snapshots", "快照"], conflicts: ["Conflicts", "冲突"], stars: ["Star map", "星图"],
-  problems: ["{n} health problems", "{n} 个健康问题"], nconflicts: ["{n} conflicts", "{n} 个冲突"],
+  problems: ["{n} health problems", "{n} 个健康问题"], problem: ["1 health problem", "1 个健康问题"],
+  nconflicts: ["{n} conflicts", "{n} 个冲突"], nconflict: ["1 conflict", "1 个冲突"],
+  confirmCandidate: ["Archive 1 memory? A snapshot is taken first.", "归档 1 条记忆？会先创建快照。"],
   search: ["Search memories…", "搜索记忆…"], archivedToo: ["show archived", "显示已归档"], newMemory: ["New memory", "新建记忆"],
   edit: ["Edit", "编辑"], save: ["Save", "保存"], cancel: ["Cancel", "取消"], archive: ["Archive", "归档"],
   restore: ["Restore", "恢复"], lock: ["Lock", "锁定"], unlock: ["Unlock", "解锁"], back: ["Back to the list", "返回列表"],
@@ -68,10 +70,10 @@ async function load() {
   state.data = await api("/api/overview");
   document.getElementById("where").textContent = state.data.memory_dir;
   const problems = document.getElementById("badge-problems");
-  problems.textContent = t("problems", { n: state.data.problems });
+  problems.textContent = t(state.data.problems === 1 ? "problem" : "problems", { n: state.data.problems });
   problems.classList.toggle("bad", state.data.problems > 0);
   const conflicts = document.getElementById("badge-conflicts");
-  conflicts.textContent = t("nconflicts", { n: state.data.conflicts });
+  conflicts.textContent = t(state.data.conflicts === 1 ? "nconflict" : "nconflicts", { n: state.data.conflicts });
   conflicts.classList.toggle("bad", state.data.conflicts > 0);
   if (state.data.troubles.length) say(t("troubles", { t: state.data.troubles.join("; ") }), true);
 }
@@ -261,7 +263,7 @@ async function candidatesPage(main) {
     h("div", { class: "actions" }, h("button", { type: "button", id: "choose-all", onclick: () => boxes.forEach((b) => { b.checked = true; }) }, t("chooseAll")),
       h("button", { class: "danger", type: "button", id: "archive-candidates", onclick: async () => {
       const files = boxes.filter((b) => b.checked).map((b) => b.value);
-      if (!files.length || !confirm(t("confirmCandidates", { n: files.length }))) return;
+      if (!files.length || !confirm(t(files.length === 1 ? "confirmCandidate" : "confirmCandidates", { n: files.length }))) return;
       try { const done = await api("/api/candidates/apply", { files }); say(`${done.archived.length} ✓ · snapshot ${done.snapshot}${done.refused.length ? " · " + done.refused.map((r) => `${r.file}: ${r.error}`).join("; ") : ""}`); await load(); show("candidates"); }
       catch (e) { say(e.message, true); }
     } }, t("archiveChosen"))));

@@ -1,0 +1,66 @@
+"""The command that runs this sagemem: what `install` registers as a hook, and what the text
+for the agent (gap cards, truncation markers) tells it to type.
+
+A bare `sagemem` is right only where every shell finds this same script on PATH. A sagemem
+installed in a virtual environment is found only while that environment is active, so an
+agent started from another shell would run no memory at all, without a trace: there the
+command is the script's absolute path. Both uses come from the one rule below, so the hook
+and the text it prints never disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from functools import cache
+from pathlib import Path
+
+
+@cache
+def sagemem_command() -> tuple[str, ...]:
+    """The words of the command: `("sagemem",)`, `("/abs/.venv/bin/sagemem",)`, or
+    `(python, "-m", "sagemem")` where no script is installed."""
+    import shutil  # not at import: the prompt hook needs this only for some texts
+
+    script = _script()
+    if script is None:
+        return ("sagemem",) if shutil.which("sagemem") else (sys.executable, "-m", "sagemem")
+    if not in_virtual_env() and _same(shutil.which("sagemem"), script):
+        return ("sagemem",)
+    return (str(script),)
+
+
+def command_line(*args: str) -> str:
+    """`sagemem_command()` and `args` as one shell line."""
+    import shlex
+
+    words = sagemem_command()
+    head = words[0] if words == ("sagemem",) else shlex.join(words)
+    return " ".join([head, *args])
+
+
+def in_virtual_env() -> bool:
+    return sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+
+
+def _script() -> Path | None:
+    """This install's console script: beside the interpreter (a virtual environment, a
+    user or system install), or the one this process was started as."""
+    names = ("sagemem.exe", "sagemem") if os.name == "nt" else ("sagemem",)
+    for name in names:
+        beside = Path(sys.executable).with_name(name)
+        if beside.is_file():
+            return beside.absolute()
+    started = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if started is not None and started.name in names and started.is_file():
+        return started.absolute()
+    return None
+
+
+def _same(found: str | None, script: Path) -> bool:
+    if found is None:
+        return False
+    try:
+        return os.path.samefile(found, script)
+    except OSError:
+        return False

@@ -1,0 +1,56 @@
+"""What git knows about a memory directory, for `check`: is the state dir tracked, and which
+commit last changed a file. Read only, through the `git` command; no git, no repository, or
+a git that fails or takes too long all read as "nothing known".
+
+Never on the prompt path. The repository may be a stranger's clone: git's own local config
+is not part of a clone, and the file-system monitor (which runs a program) is switched off
+for these calls all the same.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+TIMEOUT = 10.0
+_BASE = ("git", "-c", "core.fsmonitor=false", "-c", "core.quotepath=off")
+
+
+def tracked(folder: Path, target: Path) -> list[str]:
+    """The files under `target` that the repository around `folder` tracks (paths relative
+    to the repository's root); [] when there is none or git cannot tell."""
+    output = _git(folder, "ls-files", "-z", "--full-name", "--", _relative(folder, target))
+    return [name for name in (output or "").split("\0") if name]
+
+
+def last_change(folder: Path, target: Path) -> str | None:
+    """`<short hash> by <author> on <date>` of the last commit that changed `target`."""
+    output = _git(
+        folder, "log", "-1", "--format=%h by %an on %ad", "--date=short", "--", _relative(folder, target)
+    )
+    return output.strip() or None if output else None
+
+
+def _relative(folder: Path, target: Path) -> str:
+    try:
+        return os.path.relpath(target, folder)
+    except ValueError:  # another drive (Windows)
+        return str(target)
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    try:
+        done = subprocess.run(
+            [*_BASE, "-C", str(folder), *args],
+            capture_output=True,
+            timeout=TIMEOUT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.decode("utf-8", "replace")
