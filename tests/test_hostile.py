@@ -8,8 +8,8 @@ hang fails the test instead of stopping the suite.
 
 from __future__ import annotations
 
-import json
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
