@@ -670,12 +670,27 @@ class MemoryStore:
         )
 
     def inject(
-        self, query: str, *, session: str | None = None, reset: bool = False, task: str | None = None
+        self,
+        query: str,
+        *,
+        session: str | None = None,
+        reset: bool = False,
+        task: str | None = None,
+        care: Sequence[tuple[str, str]] = (),
     ) -> Injection:
-        """The text to put into the agent's prompt for `query` ("" when nothing qualifies)."""
+        """The text to put into the agent's prompt for `query` ("" when nothing qualifies);
+        `care`: (check, file) findings to tell the session at its start, as the SessionStart
+        hook passes `archived_changes`."""
         self._require()
         return inject_module.inject(
-            self.memory_dir, self.state_dir, query, self.settings(), session=session, reset=reset, task=task
+            self.memory_dir,
+            self.state_dir,
+            query,
+            self.settings(),
+            session=session,
+            reset=reset,
+            task=task,
+            care=care,
         )
 
     # -- the index ----------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,80 @@ def test_a_memory_edited_on_both_sides_is_a_git_conflict_not_a_silent_loss(
     assert "alice's way" in text and "bob's way" in text  # both sides kept, for a person to decide
     report = bob.check()
     assert [(f.check, f.file) for f in report.findings] == [("merge-conflict", "project_deploy.md")]
+
+    # Half of each side, markers and all, is no memory to act on: left out, and said so.
+    bob.create(type="project", name="deploy window", description="when we deploy: Tuesdays only")
+    injection = bob.inject("how and when do we deploy?", session="s1")
+    assert "<<<<<<<" not in injection.text and "alice's way" not in injection.text
+    assert [s.file for s in injection.snippets] == ["project_deploy_window.md"]
+    status = injection.text.rstrip().splitlines()[-1]
+    assert 'left out until its git merge conflict is resolved: "project_deploy.md"' in status
+    fence = injection.text.split("```text\n", 1)[1]
+    assert "Memory notice: project_deploy.md left out of memory" in fence  # once, at the start
+    again = bob.inject("when do we deploy on Tuesdays?", session="s1")
+    assert "Memory notice" not in again.text
+    assert bob.search("alice's way bob's way deploy").hits == () or all(
+        h.file != "project_deploy.md" for h in bob.search("alice's way bob's way deploy").hits
+    )
+
+    # Resolved (one side kept): found again at once.
+    (bob.memory_dir / "project_deploy.md").write_text(
+        "---\nname: deploy\ndescription: how we deploy\ntype: project\n---\n\nDeploy bob's way.\n"
+    )
+    assert "bob's way" in bob.inject("how do we deploy?").text
+
+
+RELEASE_STEPS = "".join(
+    f"{n}. Step {n} of the release: check the dashboard, then go on.\n" for n in range(1, 9)
+)
+
+
+def test_an_edit_merged_into_an_archived_memory_is_reported(origin: Path, tmp_path: Path) -> None:
+    alice = clone(origin, tmp_path / "alice")
+    memory = alice.get("project_deploy.md")
+    alice.update(memory.file, expected_version=memory.version, body=RELEASE_STEPS)  # long enough to be
+    git(alice.memory_dir, "commit", "-qam", "release steps")  # followed as a rename by git
+    git(alice.memory_dir, "push", "-q", "origin", "main")
+    bob = clone(origin, tmp_path / "bob")
+    alice.archive("project_deploy.md", reason="we moved to the platform team's pipeline")
+    git(alice.memory_dir, "add", "-A")
+    git(alice.memory_dir, "commit", "-qm", "archive deploy")
+    git(alice.memory_dir, "push", "-q", "origin", "main")
+
+    memory = bob.get("project_deploy.md")
+    bob.update(memory.file, expected_version=memory.version, body=RELEASE_STEPS + "9. Tag the release.\n")
+    git(bob.memory_dir, "commit", "-qam", "bob: tag after deploy")
+    pulled = git(bob.memory_dir, "pull", "--no-rebase", "origin", "main")
+    assert "CONFLICT" not in pulled.stdout  # git followed the rename: a clean merge
+    archived = (bob.memory_dir / "archive" / "project_deploy.md").read_text()
+    assert "Tag the release" in archived and not (bob.memory_dir / "project_deploy.md").exists()
+
+    report = bob.check()
+    found = [f for f in report.findings if f.check == "archived-changed"]
+    assert [f.file for f in found] == ["archive/project_deploy.md"] and not report.ok
+    message = found[0].message
+    assert "we moved to the platform team's pipeline" in message  # the archiving side
+    assert "bob: tag after deploy" not in message and " by t on " in message  # the editing side's commit
+    assert "sagemem restore project_deploy.md" in message
+
+    # A session starts being told, once.
+    start = bob.inject("", session="s1", care=[("archived-changed", "archive/project_deploy.md")])
+    assert "Memory notice: archive/project_deploy.md changed after being archived" in start.text
+    hook = subprocess.run(
+        [sys.executable, "-m", "sagemem", "hook", "claude-code", "SessionStart"],
+        input=json.dumps({"session_id": "s2", "cwd": str(bob.memory_dir.parent.parent), "source": "startup"}),
+        capture_output=True,
+        text=True,
+        cwd=bob.memory_dir.parent.parent,
+    )
+    context = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "archive/project_deploy.md changed after being archived" in context
+
+    # Alice's own clone, untouched since she archived: nothing to report.
+    assert not [f for f in alice.check().findings if f.check == "archived-changed"]
+    # Restored, the edit is live again and the finding is gone.
+    assert "Tag the release" in bob.restore("project_deploy.md").body
+    assert not [f for f in bob.check().findings if f.check == "archived-changed"]
 
 
 def test_a_claude_code_memory_directory_works_as_it_is(tmp_path: Path) -> None:
