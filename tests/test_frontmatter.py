@@ -104,6 +104,14 @@ def test_star_in_a_value_is_not_an_alias() -> None:
     }
 
 
+@pytest.mark.skipif(not hasattr(yaml, "CSafeLoader"), reason="needs libyaml, which accepts these tabs")
+@pytest.mark.parametrize("matter", ["name: x\t\nb: y\n", "name: x\n \t\nb: y\n"])
+def test_a_star_elsewhere_does_not_change_whether_a_block_parses(matter: str) -> None:
+    expected = {"name": "x", "b": "y"}
+    assert parse(matter, "x.md") == expected
+    assert parse(matter + "c: 'use *args'\n", "x.md") == {**expected, "c": "use *args"}
+
+
 def test_deep_nesting_is_invalid_not_a_crash() -> None:
     with pytest.raises(InvalidMemory):
         parse("a: " + "[" * 20000 + "]" * 20000 + "\n", "x.md")
