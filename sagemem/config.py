@@ -118,15 +118,22 @@ def _memory_dir(
         if env.get(name):
             return _absolute(env[name], cwd), name
     user = user_memory_dir(env)
+    skipped = ""
     for folder in (cwd, *cwd.parents):
         candidate = folder / PROJECT_DIR
         if candidate.is_dir() and candidate != user:
+            # A project's memory comes with its repository: a link there would have sagemem
+            # read and keep state in some other folder of this machine. Chosen on purpose, a
+            # linked folder is used through --dir or SAGEMEM_DIR.
+            if candidate.parent.is_symlink() or candidate.is_symlink():
+                skipped = skipped or f"; {candidate} was skipped: it is reached through a symbolic link"
+                continue
             return candidate, f"project memory ({PROJECT_DIR} found above the current directory)"
     # A sage-mem user's directory works as it is, until they make a sagemem one.
     sage_mem = user.parent.parent / ".sage-mem" / "memory"
     if not user.is_dir() and sage_mem.is_dir():
-        return sage_mem, "sage-mem's memory (~/.sage-mem/memory)"
-    return user, "user memory (~/.sagemem/memory)"
+        return sage_mem, "sage-mem's memory (~/.sage-mem/memory)" + skipped
+    return user, "user memory (~/.sagemem/memory)" + skipped
 
 
 def _absolute(path: str | os.PathLike[str], cwd: Path) -> Path:

@@ -33,6 +33,7 @@ from .files import (
     check_regular,
     fsync_dir,
     read_bytes,
+    read_state,
     safe_folder,
     write_atomic,
 )
@@ -44,6 +45,7 @@ from .names import INDEX_NAME, TYPES, check_name, is_reserved, name_key, new_fil
 from .text import to_lf
 
 GITIGNORE_LINES = (".sagemem/", ".*.tmp")
+MAX_DOTFILE_BYTES = 1024 * 1024
 GITATTRIBUTES_LINES = ("*.md text eol=lf", "MEMORY.md merge=union")
 
 
@@ -922,8 +924,9 @@ def _plain(value: Any) -> Any:
 
 
 def _ensure_lines(path: Path, lines: Sequence[str]) -> bool:
-    """Append the `lines` missing from the text file at `path`; True if it changed."""
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    """Append the `lines` missing from the text file at `path`; True if it changed. A link or
+    a special file there (a clone may carry one) is refused, never read through."""
+    old = decode(path.name, read_state(path, MAX_DOTFILE_BYTES) or b"")
     present = {line.strip() for line in old.splitlines()}
     missing = [line for line in lines if line not in present]
     if not missing:

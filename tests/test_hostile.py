@@ -53,7 +53,10 @@ def make_repo(tmp_path: Path) -> Path:
 
 def commit_and_clone(repo: Path, where: Path) -> Path:
     git(repo, "add", "-A")
-    git(repo, "add", "-f", ".sagemem/memory/.sagemem")  # what a careless or hostile committer does
+    if (repo / ".sagemem" / "memory" / ".sagemem").exists() and not (
+        repo / ".sagemem" / "memory"
+    ).is_symlink():
+        git(repo, "add", "-f", ".sagemem/memory/.sagemem")  # what a careless or hostile committer does
     git(repo, "commit", "-qm", "memory")
     git(where.parent, "clone", "-q", str(repo), where.name)
     return where
@@ -227,3 +230,22 @@ def test_a_hostile_conflict_record_cannot_write_outside(tmp_path: Path) -> None:
     done = run(["conflicts", "resolve", "0123456789abcdef", "--keep", "proposed"], clone)
     assert done.returncode == 1 and "conflict record is damaged" in done.stderr
     assert not list(tmp_path.rglob("escaped.md"))
+
+
+def test_a_project_memory_reached_through_a_link_is_not_used(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "someone-elses-notes"
+    MemoryStore(elsewhere).init()
+    MemoryStore(elsewhere).create(type="project", name="deploy", description="How we deploy to production")
+    repo = tmp_path / "stranger"
+    (repo / ".sagemem").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    link(repo / ".sagemem" / "memory", elsewhere)
+    clone = commit_and_clone(repo, tmp_path / "victim")
+    assert (clone / ".sagemem" / "memory").is_symlink()
+
+    where = run(["path"], clone).stdout
+    assert "user memory" in where and "was skipped: it is reached through a symbolic link" in where
+    assert prompt(clone) == ""  # no user memory here, and the linked folder is not read
+    assert not (elsewhere / ".sagemem" / "sessions").exists()
+    chosen = run(["--dir", str(clone / ".sagemem" / "memory"), "search", "deploy production"], clone)
+    assert "project_deploy.md" in chosen.stdout  # named on purpose, it is used
