@@ -92,7 +92,7 @@ def locked(state_dir: Path) -> set[str]:
     locks": reading it as empty would let every locked memory be archived."""
     path = state_dir / "locked.json"
     try:
-        raw = read_state(path, MAX_LOCKS_BYTES)
+        raw = read_state(path, MAX_LOCKS_BYTES, under=state_dir)
         if raw is None:
             return set()
         data = json.loads(raw)

@@ -188,7 +188,8 @@ def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Sett
     env = os.environ if env is None else env
     stored: dict[str, object] = {}
     try:  # a link, a FIFO, a huge or a damaged file reads as no settings
-        loaded = json.loads(read_state(state_dir / "settings.json", MAX_SETTINGS_BYTES) or b"{}")
+        raw = read_state(state_dir / "settings.json", MAX_SETTINGS_BYTES, under=state_dir)
+        loaded = json.loads(raw or b"{}")
         stored = loaded if isinstance(loaded, dict) else {}
     except (OSError, SagememError, ValueError, RecursionError):
         pass

@@ -43,9 +43,13 @@ def read_bytes(path: Path, *, limit: int = MAX_FILE_BYTES) -> bytes:
         raise InvalidMemory(path.name, refused.rule) from None
 
 
-def read_state(path: Path, limit: int) -> bytes | None:
+def read_state(path: Path, limit: int, *, under: Path | None = None) -> bytes | None:
     """The bytes of a file sagemem keeps (settings, ledgers, conflicts, manifests), None when
-    there is none; a link, a special file or one over `limit` is `UnsafePath`."""
+    there is none; a link, a special file or one over `limit` is `UnsafePath`. With `under`
+    (the state dir), every folder from it down to the file must be a real one, as
+    `safe_folder` checks, or the file is not read at all."""
+    if under is not None:
+        safe_folder(under, *path.parent.relative_to(under).parts, create=False)
     try:
         return _read_regular(path, limit)
     except FileNotFoundError:
@@ -105,7 +109,7 @@ def safe_folder(root: Path, *parts: str, create: bool = True) -> Path:
             path = path / parts[depth - 1]
         try:
             info = os.lstat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             if not create:
                 return root.joinpath(*parts)
             try:

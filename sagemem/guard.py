@@ -247,7 +247,11 @@ def list_conflicts(state_dir: Path, *, resolved: bool = False) -> list[Conflict]
     found = {}
     for place in _places(state_dir):
         folder = _conflicts_dir(place) / ("resolved" if resolved else "")
-        if not folder.is_dir() or folder.is_symlink():
+        try:
+            safe_folder(place, *folder.relative_to(place).parts, create=False)
+        except SagememError:
+            continue  # a link: nothing of ours is there
+        if not folder.is_dir():
             continue
         for path in folder.glob("*.json"):
             if pattern.match(path.stem) and path.name not in found:
@@ -264,6 +268,10 @@ def _open_record(state_dir: Path, cid: str) -> Path:
     if _CONFLICT_ID.match(cid):
         for place in _places(state_dir):
             path = _conflicts_dir(place) / f"{cid}.json"
+            try:
+                safe_folder(place, "conflicts", create=False)
+            except SagememError:
+                continue
             if os.path.lexists(path):
                 return path
     raise ConflictNotFound(cid)

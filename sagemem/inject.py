@@ -23,7 +23,7 @@ from .command import command_line
 from .config import Settings, state_places
 from .corpus import Corpus, Entry
 from .errors import SagememError
-from .files import read_bytes
+from .files import read_bytes, safe_folder
 from .log import log_once
 from .retrieve import Hit
 from .session import Ledger, open_ledger
@@ -433,6 +433,7 @@ class _Plan:
         folder = re.sub(r"[^\w.-]", "_", self.task)[:100].strip(".") or "task"
         path = self.state_dir / "tasks" / folder / "WORKING.md"
         try:
+            safe_folder(self.state_dir, "tasks", folder, create=False)  # no link on the way
             data = read_bytes(path)
         except (SagememError, OSError):
             return ""

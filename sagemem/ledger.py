@@ -65,7 +65,7 @@ def path_for(state_dir: Path) -> Path:
 
 def load(state_dir: Path) -> dict[str, Record]:
     """Every memory's record; a missing or damaged ledger reads as empty."""
-    data = _read(path_for(state_dir))
+    data = _read(path_for(state_dir), under=state_dir)
     return {name: _record(name, fields) for name, fields in data.get("files", {}).items()}
 
 
@@ -115,11 +115,11 @@ def record(
     return names
 
 
-def _read(path: Path, *, keep_damaged: bool = False) -> dict[str, Any]:
+def _read(path: Path, *, keep_damaged: bool = False, under: Path | None = None) -> dict[str, Any]:
     """The ledger's data; a damaged file (or a link, a FIFO, one too large) reads as empty,
     and before it is replaced (`keep_damaged`) it is moved aside as `access.json.damaged`."""
     try:
-        raw = read_state(path, MAX_LEDGER_BYTES)
+        raw = read_state(path, MAX_LEDGER_BYTES, under=under)
         if raw is None:
             return {}
         data = json.loads(raw)

@@ -117,7 +117,11 @@ def listing(state_dir: Path) -> list[Snapshot]:
     """Every snapshot whose manifest reads, oldest first (damaged ones are left out)."""
     found = []
     base = folder(state_dir)
-    if not base.is_dir() or base.is_symlink():
+    try:
+        safe_folder(state_dir, "snapshots", create=False)
+    except SagememError:
+        return []  # a link: no snapshot of ours is there
+    if not base.is_dir():
         return []
     for item in sorted(base.iterdir()):
         if _ID.match(item.name) and not item.is_symlink():
