@@ -56,6 +56,18 @@ def with_trace(text: str, file: str, reason: str, now: dt.datetime | None = None
     return frontmatter.set_keys(traced, {"archived_sha256": seal}, file)
 
 
+def reseal(text: str, file: str) -> str:
+    """`text` (an archived memory) sealed anew, after a change sagemem made on purpose (a secret
+    redacted); a text without a seal is returned as it is."""
+    data = text.encode("utf-8")
+    found = _SEAL.search(data, 0, _frontmatter_end(data))
+    if found is None:
+        return text
+    unsealed = (data[: found.start()] + data[found.end() :]).decode("utf-8")
+    seal = hashlib.sha256(unsealed.encode("utf-8")).hexdigest()
+    return frontmatter.set_keys(unsealed, {"archived_sha256": seal}, file)
+
+
 def changed_since_archived(data: bytes) -> tuple[str, str] | None:
     """(sealed hash, hash now) when an archived file's bytes are no longer those it was
     archived with; None when they are, or when it carries no seal (archived by hand, or by an

@@ -11,32 +11,44 @@ and the text it prints never disagree.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from functools import cache
 from pathlib import Path
+
+_PLAIN = re.compile(r"[\w@%+=:,./-]+")
 
 
 @cache
 def sagemem_command() -> tuple[str, ...]:
     """The words of the command: `("sagemem",)`, `("/abs/.venv/bin/sagemem",)`, or
     `(python, "-m", "sagemem")` where no script is installed."""
-    import shutil  # not at import: the prompt hook needs this only for some texts
-
     script = _script()
     if script is None:
-        return ("sagemem",) if shutil.which("sagemem") else (sys.executable, "-m", "sagemem")
-    if not in_virtual_env() and _same(shutil.which("sagemem"), script):
+        return ("sagemem",) if _which("sagemem") else (sys.executable, "-m", "sagemem")
+    if not in_virtual_env() and _same(_which("sagemem"), script):
         return ("sagemem",)
     return (str(script),)
 
 
 def command_line(*args: str) -> str:
     """`sagemem_command()` and `args` as one shell line."""
-    import shlex
-
     words = sagemem_command()
-    head = words[0] if words == ("sagemem",) else shlex.join(words)
-    return " ".join([head, *args])
+    if all(_PLAIN.fullmatch(word) for word in words):
+        return " ".join([*words, *args])
+    import shlex  # a path with blanks or quotes: rare, and then worth the import
+
+    return " ".join([shlex.join(words), *args])
+
+
+def _which(name: str) -> str | None:
+    """What PATH finds for `name`, as `shutil.which` would (without importing it: the prompt
+    hook names this command in its text, and pays for every import)."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 def in_virtual_env() -> bool:

@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,6 +291,39 @@ def close_conflict(state_dir: Path, conflict: Conflict, resolution: str) -> Conf
     write_atomic(target, _dump(done), create_only=True)
     os.unlink(record)
     return done
+
+
+def redact_conflicts(
+    state_dir: Path, scan: Callable[[str], list[Any]], redact_text: Callable[[str, Any], str]
+) -> list[str]:
+    """Redact the secrets `scan` finds in both sides of every conflict record, open and
+    resolved, in place: a resolution can then never write a secret back."""
+    changes = []
+    for place in _places(state_dir):
+        for sub in ("", "resolved"):
+            folder = _conflicts_dir(place) / sub
+            try:
+                safe_folder(place, *folder.relative_to(place).parts, create=False)
+            except SagememError:
+                continue
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.glob("*.json")):
+                if not (_RESOLVED_NAME if sub else _CONFLICT_ID).match(path.stem):
+                    continue
+                conflict = _load(path)
+                sides = {}
+                for side in ("disk", "proposed"):
+                    data = getattr(conflict, side)
+                    text = None if data is None else data.decode("utf-8", "replace")
+                    found = scan(text) if text else []
+                    if found:
+                        sides[side] = redact_text(text, found).encode("utf-8")
+                if sides:
+                    write_atomic(path, _dump(Conflict(**{**conflict.__dict__, **sides})))
+                    label = f"conflict {conflict.id}{' (resolved)' if sub else ''}"
+                    changes.append(f"{label}: {', '.join(sorted(sides))} redacted")
+    return changes
 
 
 def _places(state_dir: Path) -> list[Path]:

@@ -8,6 +8,7 @@ pure functions over what the store has read; `MemoryStore.check` gathers the inp
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,34 +44,20 @@ CHECKS = {
     "broken-link": "[[link]] to no memory",
     "archived-link": "[[link]] to an archived memory",
     "secret": "likely secret in a file that may be committed",
+    "secret-copy": "likely secret in a copy sagemem keeps (a snapshot, a conflict record)",
     "archived-changed": "archived memory changed after it was archived (an edit merged into archive/)",
     "state-link": "state directory (or a folder in it) that is a symbolic link",
     "state-tracked": "state directory tracked by git",
     "search-index": "search index found damaged (it was rebuilt)",
 }
+ARCHIVE_LABEL = "archive"
+PURGE_ADVICE = "`sagemem purge-secrets` redacts it there (rotate the secret: git history keeps it)"
 FIXABLE = {"index-dangling", "index-unlisted", "index-duplicate", "index-stale", "crlf"}
 
 _WIKI = re.compile(r"\[\[([^\]\n]+)\]\]")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
-# Values that stand for a secret without being one: ${VAR}, <your-key>, {{ secret }}, xxxx.
-_PLACEHOLDER = re.compile(
-    r"\$\{|<[^>]*>|\{\{|x{4,}|\*{3,}|\b(?:your|example|changeme|placeholder|redacted)", re.I
-)
 _HASH_VALUE = re.compile(r"^[A-Za-z_][\w-]*:[ \t]+(?![\"'|>\[{&*!])[^\n]*?[ \t]#")
-SECRETS = (
-    ("private key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
-    ("AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{40,}\b")),
-    ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b")),
-    ("API key", re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}\b")),
-    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),
-    ("JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")),
-    (
-        "password or secret assignment",
-        re.compile(r"(?i)\b(?:password|passwd|secret|api[_-]?key|token)\s*[:=]\s*['\"]?[^\s'\"`]{12,}"),
-    ),
-)
 
 
 @dataclass(frozen=True)
@@ -125,17 +112,20 @@ def check(
     index_name: str,
     archived: Iterable[Memory],
     archived_changed: Iterable[Mapping[str, Any]] = (),
+    copies: Iterable[tuple[str, str]] = (),
     state: Iterable[tuple[str, str, str]] = (),
     search_index: str | None = None,
     today: dt.date | None = None,
 ) -> HealthReport:
     """Run every check. `texts`: each readable memory's text; `memories`: those that parsed;
     `archived_changed`: archived memories whose bytes changed after archiving
-    (`MemoryStore.archived_changes`, with their trace); `state`: (check, path, what) found
+    (`MemoryStore.archived_changes`, with their trace); `copies`: (label, text) of archived
+    memories and state-dir copies, scanned for secrets; `state`: (check, path, what) found
     about the state directory."""
     today = today or dt.date.today()
     found: list[Finding] = []
     found += [_archived_changed(change) for change in archived_changed]
+    found += _copy_secrets(copies)
     found += [_state(check, path, what) for check, path, what in state]
     if search_index:
         found.append(
@@ -338,12 +328,22 @@ def _run(line: str) -> str:
     return stripped[: len(stripped) - len(stripped.lstrip(stripped[0]))]
 
 
-def _secrets(file: str, text: str) -> list[Finding]:
-    found = []
-    for number, line in enumerate(text.split("\n"), 1):
-        for label, pattern in SECRETS:
-            match = pattern.search(line)
-            if match and not (label.startswith("password") and _PLACEHOLDER.search(match.group(0))):
-                found.append(Finding("secret", file, f"looks like a {label}; move it out of memory", number))
-                break
+def _secrets(file: str, text: str, advice: str = "move it out of memory") -> list[Finding]:
+    from .secrets import scan  # detect-secrets loads on the first scan: never on the hook path
+
+    return [Finding("secret", file, f"looks like a {s.kind}; {advice}", s.line) for s in scan(text)]
+
+
+def _copy_secrets(copies: Iterable[tuple[str, str]]) -> list[Finding]:
+    """Secrets in what sagemem keeps besides the live memories: archived memories (committed
+    with the rest) and the copies in the state dir (snapshots, conflict records), from which a
+    rollback or a resolution could bring a secret back. The same text is scanned once."""
+    found: list[Finding] = []
+    scanned: dict[str, list[Finding]] = {}
+    for label, text in copies:
+        key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        if key not in scanned:
+            scanned[key] = _secrets("", text, PURGE_ADVICE)
+        check = "secret" if label.startswith(f"{ARCHIVE_LABEL}/") else "secret-copy"
+        found += [Finding(check, label, f.message, f.line) for f in scanned[key]]
     return found

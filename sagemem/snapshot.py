@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,41 @@ def prune(state_dir: Path, keep: int, keep_ids: frozenset[str] | set[str] = froz
                 shutil.rmtree(old.path, ignore_errors=True)
             removed.append(old.id)
     return removed
+
+
+def redact(
+    state_dir: Path, scan: Callable[[str], list[Any]], redact_text: Callable[[str, Any], str]
+) -> list[str]:
+    """Redact the secrets `scan` finds in every snapshot's copies, in place, with the manifest
+    updated to the new bytes (and the redacted names listed in it), so a rollback can never
+    bring a secret back and the snapshot still verifies. The caller holds the snapshots lock."""
+    changes = []
+    for snap in listing(state_dir):
+        manifest = _manifest(snap.path)
+        redacted = set(manifest.get("redacted", []))
+        for item in manifest["files"]:
+            name = str(item.get("name", ""))
+            path = snap.path / "files" / name
+            try:
+                if name_key(name) != name_key(INDEX_NAME):
+                    check_name(name)  # a manifest may have come with a clone
+                data = read_bytes(path, limit=MAX_COPY_BYTES)
+            except SagememError:
+                continue
+            text = data.decode("utf-8", "replace")
+            found = scan(text)
+            if not found:
+                continue
+            clean = redact_text(text, found).encode("utf-8")
+            write_atomic(path, clean)
+            item.update(bytes=len(clean), sha256=hashlib.sha256(clean).hexdigest())
+            redacted.add(path.name)
+            changes.append(f"snapshot {snap.id}: {path.name}: {len(found)} redacted")
+        if redacted != set(manifest.get("redacted", [])):
+            manifest["redacted"] = sorted(redacted)
+            data = (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode()
+            write_atomic(snap.path / "MANIFEST.json", data)
+    return changes
 
 
 def record_rollback(state_dir: Path, entry: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ every write); conflicts and locks live in the machine-local state directory.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import time
@@ -478,6 +479,7 @@ class MemoryStore:
             index_name=index_name,
             archived=archived,
             archived_changed=changed,
+            copies=self._copies(),
             state=self._state_findings(),
             search_index=corpus_module.verify(self.memory_dir, self.state_dir),
         )
@@ -519,6 +521,57 @@ class MemoryStore:
                 }
             )
         return found
+
+    def _copies(self) -> list[tuple[str, str]]:
+        """(label, text) of every copy of memory text sagemem keeps besides the live files:
+        archived memories, snapshot copies, the two sides of every conflict record. What a
+        copy cannot be read as is left out (`check` reports the live files' troubles)."""
+        found: list[tuple[str, str]] = []
+        folder = self.memory_dir / archive_module.ARCHIVE_DIR
+        with contextlib.suppress(SagememError):
+            for name in sorted(self._names_in(self._archive_dir()), key=name_key):
+                with contextlib.suppress(SagememError):
+                    data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
+                    found.append((f"{archive_module.ARCHIVE_DIR}/{name}", data.decode("utf-8", "replace")))
+        for snap in snapshot_module.listing(self.state_dir):
+            for item in snap.files:
+                with contextlib.suppress(SagememError, KeyError, TypeError):
+                    data = read_bytes(snap.path / "files" / str(item["name"]), limit=MAX_COPY_BYTES)
+                    found.append((f"snapshot {snap.id}: {item['name']}", data.decode("utf-8", "replace")))
+        for resolved in (False, True):
+            with contextlib.suppress(SagememError):
+                for c in guard.list_conflicts(self.state_dir, resolved=resolved):
+                    for side, data in (("disk", c.disk), ("proposed", c.proposed)):
+                        if data:
+                            label = f"conflict {c.id}{' (resolved)' if resolved else ''}, {side}"
+                            found.append((label, data.decode("utf-8", "replace")))
+        return found
+
+    def purge_secrets(self) -> list[str]:
+        """Redact every likely secret in the copies `check` scans besides the live memories:
+        archived memories (resealed, when they were as archived), snapshot copies (their
+        manifest updated) and conflict records. No snapshot first, on purpose: it would keep a
+        copy of the secrets. Live memories are the person's to edit. Returns what changed."""
+        from . import secrets
+
+        changes: list[str] = []
+        folder = self.memory_dir / archive_module.ARCHIVE_DIR
+        for name in sorted(self._names_in(self._archive_dir()), key=name_key):
+            with guard.file_lock(self.memory_dir / name):
+                data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
+                text = decode(name, data)
+                found = secrets.scan(text)
+                if not found:
+                    continue
+                clean = secrets.redact(text, found)
+                if archive_module.changed_since_archived(data) is None:
+                    clean = archive_module.reseal(clean, name)
+                write_atomic(folder / name, clean.encode("utf-8"))
+            changes.append(f"{archive_module.ARCHIVE_DIR}/{name}: {len(found)} redacted")
+        with self._snapshots_locked():
+            changes += snapshot_module.redact(self.state_dir, secrets.scan, secrets.redact)
+        changes += guard.redact_conflicts(self.state_dir, secrets.scan, secrets.redact)
+        return changes
 
     def _state_findings(self) -> list[tuple[str, str, str]]:
         """(check, path, what) for the state directory: a link sagemem refuses to use, or a
@@ -797,6 +850,7 @@ class MemoryStore:
         if not keep_eol:
             text = to_lf(text)
         memory = validate_for_write(file, text, whole=whole)
+        self._refuse_new_secrets(file, text)
         version = guard.guarded_write(
             self.memory_dir / file,
             text.encode("utf-8"),
@@ -815,6 +869,25 @@ class MemoryStore:
                 stacklevel=3,
             )
         return memory
+
+    def _refuse_new_secrets(self, file: str, text: str) -> None:
+        """Refuse content that adds a likely secret: memory is committed and put into prompts.
+        A secret the file on disk already holds does not count, so an old file can still be
+        edited (`check` reports it, and the person moves it out)."""
+        from .secrets import new_secrets  # detect-secrets loads here, on the write path only
+
+        try:
+            old: str | None = decode(file, read_bytes(self.memory_dir / file))
+        except (MemoryNotFound, InvalidMemory):
+            old = None
+        added = new_secrets(old, text)
+        if added:
+            more = f" (and {len(added) - 1} more)" if len(added) > 1 else ""
+            raise InvalidMemory(
+                file,
+                f"line {added[0].line} looks like a {added[0].kind}{more}: keep secrets out of memory, "
+                "which is committed and put into prompts; say where the secret is kept instead",
+            )
 
     def _set_fields(self, file: str, text: str, changes: dict[str, Any]) -> str:
         # A type kept under `metadata:` (as Claude Code writes it) is changed where it lives.

@@ -139,7 +139,8 @@ def test_check_command_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "-----BEGIN OPENSSH PRIVATE KEY-----",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB\n"
+        "-----END OPENSSH PRIVATE KEY-----",
         "token ghp_" + "a" * 36,
         "export OPENAI_API_KEY=sk-" + "b" * 40,
         "password: hunter2hunter2hunter2",

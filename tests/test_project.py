@@ -122,6 +122,7 @@ def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
         "try:\n    main()\nexcept SystemExit:\n    pass"
     )
     heavy = ("click", "yaml", "jieba", "filelock", "dataclasses", "inspect", "tempfile", "sagemem.store")
+    heavy += ("sagemem.secrets", "detect_secrets", "shutil", "shlex", "sagemem.gitinfo", "subprocess")
     done = loaded(
         code, (*heavy, "multiprocessing", "concurrent.futures"), {**os.environ, "SAGEMEM_DIR": str(memory)}
     )

