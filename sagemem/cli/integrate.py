@@ -105,8 +105,11 @@ def _apply(
 def _report(outcome: dict[str, object], as_json: bool) -> None:
     if as_json:
         return _print_json(outcome)
-    for line in outcome["changes"] or ["nothing to change"]:  # type: ignore[union-attr]
-        say(f"{outcome['path']}: {line}")
+    # Each file with its own changes (dsh's outcome has one path for all of them).
+    files: Any = outcome.get("files") or [{"path": outcome["path"], "changes": outcome["changes"]}]
+    for file in files:
+        for line in file["changes"] or ["nothing to change"]:
+            say(f"{file['path']}: {line}")
     for backup in outcome.get("backups") or []:  # type: ignore[union-attr]
         say(f"backup: {backup}")
     if outcome.get("todo"):
