@@ -671,6 +671,9 @@ def _test_mcp(entry: McpEntry, places: Places) -> Finding:
                     return _problem(
                         entry.harness, "mcp", text, f"{shlex.quote(python)} -m pip install 'sagemem[mcp]'"
                     )
+                if "memory directory does not exist" in said:  # the memory finding says which
+                    fix = "sagemem init --project (this project's memory) or sagemem init (yours)"
+                    return _problem(entry.harness, "mcp", f"does not start: {failed}", fix)
                 return _problem(entry.harness, "mcp", f"does not answer: {failed}", by_hand)
     except OSError as exc:
         return _unknown(entry.harness, "mcp", f"could not be started: {exc.strerror or exc}")

@@ -206,6 +206,14 @@ def test_an_mcp_entry_without_the_mcp_package_names_the_interpreter(project: Pat
     assert problem.fix == f"{shlex.quote(sys.executable)} -m pip install 'sagemem[mcp]'"
 
 
+def test_an_mcp_server_without_its_memory_points_to_init(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    server = {"command": sys.executable, "args": ["-m", "sagemem", "mcp"]}
+    write(empty / ".mcp.json", {"mcpServers": {"sagemem": server}})
+    [problem] = found(doctor.diagnose(places(empty)), "mcp", PROBLEM)
+    assert "memory directory does not exist" in problem.message and "sagemem init" in problem.fix
+
+
 def test_an_mcp_server_that_never_answers_is_cut_off(project: Path) -> None:
     fake = script(project.parent / "bin" / "sagemem", "#!/bin/sh\n/bin/sleep 300\n")
     write(project / ".mcp.json", {"mcpServers": {"sagemem": {"command": str(fake), "args": ["mcp"]}}})
