@@ -107,13 +107,15 @@ def _entry_module(place: Path) -> Path | None:
 
 
 def sagemem_command() -> list[str]:
-    """This install's own `sagemem` script, by absolute path: dsh runs hooks and MCP servers
-    in environments that may not have the user's PATH."""
-    script = Path(sys.executable).with_name("sagemem")
-    if script.is_file():
-        return [str(script)]
-    found = shutil.which("sagemem")
-    return [str(Path(found).resolve())] if found else [sys.executable, "-m", "sagemem"]
+    """`sagemem.command`'s command, but always by absolute path: dsh runs hooks and MCP
+    servers in environments that may not have the user's PATH."""
+    from .command import sagemem_command as words
+
+    command = list(words())
+    if command == ["sagemem"]:  # the script on PATH: named by where PATH finds it
+        found = shutil.which("sagemem")
+        return [str(Path(found).absolute())] if found else [sys.executable, "-m", "sagemem"]
+    return command
 
 
 def hooks_settings(command: list[str]) -> dict[str, Any]:

@@ -2,24 +2,37 @@
 
 `apply` merges one handler per event into the file's `hooks` (event -> matcher groups ->
 handlers), leaving every other setting and hook as it was, and does nothing when the handler
-is already there. Removal takes out only handlers whose command is a `sagemem ... hook
-<harness> <event>` line, and the groups and keys that leaves empty. Before any write the old
-file is copied beside it, and the new one is written atomically.
+is already there. The command it writes is `sagemem.command`'s: a bare `sagemem` only where
+every shell finds this same script, else its absolute path. A handler of its own written
+earlier with another command (a bare name from before, a virtual environment since moved) is
+rewritten in place, keeping its position; a person's own handlers are never touched. Removal
+takes out only handlers whose command is a `sagemem ... hook <harness> <event>` line, and
+the groups and keys that leaves empty.
+
+Before any write the old file is copied to the backup folder (the state directory's
+`backups/`, or the user cache dir's while there is no memory directory: never beside the
+file, where a harness's folder would fill up with copies). A file `install` creates is
+recorded there too, so that `uninstall` can remove it, and the folder it made for it, once
+nothing is left in it: a file the person had stays, even empty.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
-import sys
+import stat
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from .errors import SagememError
-from .files import write_atomic
+from .command import command_line, sagemem_command
+from .errors import SagememError, SagememWarning, UnsafePath
+from .files import read_state, safe_folder, write_atomic
 
-# harness -> (project file, user file, {event: (matcher or None, timeout)}, timeout unit)
+# harness -> (project file, user file, {event: (matcher or None, timeout)})
 TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
     "claude-code": (
         ".claude/settings.json",
@@ -44,21 +57,66 @@ TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
         {"SessionStart": ("*", 10_000), "BeforeAgent": ("*", 10_000)},
     ),
 }
+BACKUPS = "backups"
+RECORD = "install-record.json"  # in the backup folder: the files install created
+MAX_RECORD_BYTES = 256 * 1024
+CODEX_TRUST_NOTE = (
+    "trust sagemem's hooks in Codex: start `codex`, type /hooks and trust them (Codex runs a new or"
+    " changed hook only once you have; `sagemem doctor` checks it)"
+)
+
+Change = Callable[[dict[str, Any]], list[str]]
 
 
-def settings_path(harness: str, scope: str, *, cwd: Path | None = None, home: Path | None = None) -> Path:
+def settings_path(
+    harness: str,
+    scope: str,
+    *,
+    cwd: Path | None = None,
+    home: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Path:
     project, user, _ = TARGETS[harness]
-    return (cwd or Path.cwd()) / project if scope == "project" else (home or Path.home()) / user
+    if scope == "project":
+        return (cwd or Path.cwd()) / project
+    # Both read their user settings from a folder an environment variable can move.
+    if harness == "codex":
+        return codex_home(home, env) / "hooks.json"
+    if harness == "claude-code":
+        return claude_dir(home, env) / "settings.json"
+    return (home or Path.home()) / user
+
+
+def codex_home(home: Path | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Codex's folder: `$CODEX_HOME`, else `~/.codex`."""
+    return _moved("CODEX_HOME", env) or (home or Path.home()) / ".codex"
+
+
+def claude_dir(home: Path | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Claude Code's folder: `$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
+    return _moved("CLAUDE_CONFIG_DIR", env) or (home or Path.home()) / ".claude"
+
+
+def claude_json(home: Path | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Claude Code's own state file (user-scope MCP servers, folder trust): `.claude.json` in
+    `$CLAUDE_CONFIG_DIR`, else in the home folder."""
+    return (_moved("CLAUDE_CONFIG_DIR", env) or home or Path.home()) / ".claude.json"
+
+
+def _moved(variable: str, env: Mapping[str, str] | None) -> Path | None:
+    given = (os.environ if env is None else env).get(variable, "").strip()
+    return Path(given).expanduser() if given else None
 
 
 def command_for(harness: str, event: str) -> str:
-    """The hook's command line: `sagemem` when it is on PATH, else this install's own script."""
-    if shutil.which("sagemem"):
-        base = "sagemem"
-    else:
-        script = Path(sys.executable).with_name("sagemem")
-        base = str(script) if script.exists() else f"{sys.executable} -m sagemem"
-    return f"{base} hook {harness} {event}"
+    """The hook's command line, by `sagemem.command`'s rule."""
+    return command_line("hook", harness, event)
+
+
+def mcp_entry() -> dict[str, Any]:
+    """The MCP server entry for this sagemem: `{"command": ..., "args": [..., "mcp"]}`."""
+    words = sagemem_command()
+    return {"command": words[0], "args": [*words[1:], "mcp"]}
 
 
 def apply(
@@ -69,10 +127,16 @@ def apply(
     dry_run: bool = False,
     cwd: Path | None = None,
     home: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Install (`add`) or uninstall sagemem's hooks, and its MCP server entry where the
-    harness keeps it in a JSON file; `todo` is the command left for the person to run."""
-    path = settings_path(harness, scope, cwd=cwd, home=home)
+    harness keeps it in a JSON file; `todo` is what is left for the person to do.
+
+    `files` holds one outcome per file, each with its own changes; `changes` (each prefixed
+    with its file's name), `backup` and `backups` are the older flat form."""
+    cwd = cwd or Path.cwd()
+    home = home or Path.home()
+    path = settings_path(harness, scope, cwd=cwd, home=home, env=env)
 
     def hooks(data: dict[str, Any]) -> list[str]:
         changes = (_add if add else _remove)(data, harness)
@@ -80,36 +144,48 @@ def apply(
             changes += _mcp(data, add)
         return changes
 
-    files = [(path, hooks)]
-    todo = None
+    files: list[tuple[Path, Change]] = [(path, hooks)]
     if harness == "claude-code" and scope == "project":
-        files.append(((cwd or Path.cwd()) / ".mcp.json", lambda data: _mcp(data, add)))
-    elif harness == "claude-code":
-        todo = (
-            "claude mcp add --scope user sagemem -- sagemem mcp"
-            if add
-            else "claude mcp remove --scope user sagemem"
-        )
-    elif harness == "codex":
-        todo = "codex mcp add sagemem -- sagemem mcp" if add else "codex mcp remove sagemem"
-    changes: list[str] = []
-    backups: list[str] = []
-    for target, change in files:
-        done, backup = _edit_json(target, change, dry_run)
-        changes += [f"{target.name}: {line}" for line in done]
-        backups += [backup] if backup else []
+        files.append((cwd / ".mcp.json", lambda data: _mcp(data, add)))
+    backups = Backups.for_scope(scope, cwd=cwd, home=home, env=env)
+    edits = [_plan(target, change, add, backups) for target, change in files]  # all checked first
+    for edit in edits if not dry_run else []:
+        _write(edit, backups)
+    outcomes = [edit.outcome for edit in edits]
+    todo = _mcp_todo(harness, scope, add, home=home, env=env)
+    hook_changed = any(
+        line.startswith(("added ", "updated ")) and " hook" in line for line in outcomes[0]["changes"]
+    )
+    if harness == "codex" and add and hook_changed:
+        note = CODEX_TRUST_NOTE
+        if scope == "project":
+            note += "; Codex loads .codex/hooks.json only in a project you have trusted"
+        todo.append(note)
     return {
         "path": str(path),
-        "changes": changes,
-        "backup": backups[0] if backups else None,
-        "backups": backups,
-        "todo": todo,
+        "files": outcomes,
+        "changes": [f"{Path(o['path']).name}: {line}" for o in outcomes for line in o["changes"]],
+        "backup": next((o["backup"] for o in outcomes if o["backup"]), None),
+        "backups": [o["backup"] for o in outcomes if o["backup"]],
+        "todo": "\n".join(todo) if todo else None,
         "dry_run": dry_run,
     }
 
 
-def _edit_json(path: Path, change: Any, dry_run: bool) -> tuple[list[str], str | None]:
-    """Apply `change` to the JSON object in `path`; write it (after a backup) if it changed."""
+class _Edit(NamedTuple):
+    """One file's change, worked out before anything is written."""
+
+    path: Path  # where to write (a link's target)
+    outcome: dict[str, Any]
+    original: bytes | None
+    data: dict[str, Any]
+    created_by_us: list[Path] | None  # the folders install made for it, if it made the file
+
+
+def _plan(path: Path, change: Change, add: bool, backups: Backups) -> _Edit:
+    """Apply `change` to the JSON object in `path`, in memory. On uninstall, a file install
+    created that is left as `{}` is to be removed instead."""
+    shown = path
     path = path.resolve() if path.is_symlink() else path  # a dotfiles link stays a link
     original = path.read_bytes() if path.exists() else None
     try:
@@ -131,39 +207,181 @@ def _edit_json(path: Path, change: Any, dry_run: bool) -> tuple[list[str], str |
                 " nothing was changed"
             )
     changes = change(data)
-    backup = None
-    if changes and not dry_run:
-        if original is not None:
-            backup = backup_beside(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
-    return changes, str(backup) if backup else None
+    outcome = {"path": str(shown), "changes": changes, "backup": None, "created": False, "removed": False}
+    created_by_us = None if not changes or add or data or original is None else backups.created(path)
+    if created_by_us is not None:
+        changes.append("removed the file: install created it and nothing is left in it")
+        outcome["removed"] = True
+    elif changes and original is None:
+        outcome["created"] = True
+    return _Edit(path, outcome, original, data, created_by_us)
+
+
+def _write(edit: _Edit, backups: Backups) -> None:
+    """Make the planned change: a backup of the old bytes first, then the new file (or its
+    removal, and of the folders install made for it once they are empty)."""
+    path, outcome = edit.path, edit.outcome
+    if not outcome["changes"]:
+        return
+    if edit.original is not None:
+        outcome["backup"] = str(backups.keep(path, edit.original))
+    if edit.created_by_us is not None:
+        path.unlink()
+        for folder in edit.created_by_us:
+            if not _remove_empty(folder):
+                break
+            outcome["changes"].append(f"removed the folder {folder}: install created it and it is empty")
+        backups.forget(path)
+        return
+    folders = _missing_folders(path.parent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(edit.data, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+    if outcome["created"]:
+        backups.remember(path, folders)
+
+
+class Backups:
+    """The folder where install keeps its backups and its record of the files it created.
+
+    For a project, the state directory of the memory a hook there would use; for the user
+    scope, the user memory's. While that memory directory does not exist, the user cache
+    dir: making `~/.sagemem/memory` only to hold a backup would also make sagemem stop
+    using a sage-mem directory. The record is looked for in both places, so a file created
+    before `sagemem init` is still recognised after it."""
+
+    def __init__(self, folder: Path, elsewhere: list[Path]) -> None:
+        self.folder = folder  # where new backups and records go: <root>/backups
+        self.places = [folder, *[p for p in elsewhere if p != folder]]
+
+    @classmethod
+    def for_scope(cls, scope: str, *, cwd: Path, home: Path, env: Mapping[str, str] | None = None) -> Backups:
+        from .config import locate, user_cache_dir
+
+        location = locate(env=env, cwd=cwd if scope == "project" else home)
+        cache = user_cache_dir(env) / BACKUPS
+        if location.memory_dir.is_dir() or location.state_dir.is_dir():
+            return cls(location.state_dir / BACKUPS, [cache])
+        return cls(cache, [])
+
+    def keep(self, path: Path, data: bytes) -> Path:
+        """A copy of `data` (the bytes of `path`) in the backup folder, with `path`'s
+        permissions, named by the time and the file."""
+        folder = self._folder()
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        copy = folder / f"{stamp}-{path.parent.name.lstrip('.')}-{path.name}"
+        write_atomic(copy, data, create_only=True)
+        try:
+            os.chmod(copy, stat.S_IMODE(os.stat(path).st_mode))
+        except OSError:
+            pass  # the copy keeps the private folder's protection
+        self._update(
+            self.folder, lambda record: record.setdefault("backups", {}).update({copy.name: str(path)})
+        )
+        return copy
+
+    def created(self, path: Path) -> list[Path] | None:
+        """The folders install made for `path` (deepest first), if install created it."""
+        for place in self.places:
+            entry = self._record(place).get("created", {}).get(str(path))
+            if isinstance(entry, dict):
+                return [Path(f) for f in entry.get("folders", []) if isinstance(f, str)]
+        return None
+
+    def remember(self, path: Path, folders: list[Path]) -> None:
+        entry = {"folders": [str(f) for f in folders]}
+        self._update(self.folder, lambda record: record.setdefault("created", {}).update({str(path): entry}))
+
+    def forget(self, path: Path) -> None:
+        for place in self.places:
+            if str(path) in self._record(place).get("created", {}):
+                self._update(place, lambda record: record["created"].pop(str(path), None))
+
+    def _folder(self) -> Path:
+        folder = safe_folder(self.folder.parent, self.folder.name)
+        os.chmod(folder, 0o700)  # settings can hold keys: the copies are for this user alone
+        return folder
+
+    def _record(self, place: Path) -> dict[str, Any]:
+        try:
+            raw = read_state(place / RECORD, MAX_RECORD_BYTES)
+            record = json.loads(raw) if raw else {}
+        except (OSError, SagememError, ValueError):
+            return {}
+        return record if isinstance(record, dict) and isinstance(record.get("created", {}), dict) else {}
+
+    def _update(self, place: Path, edit: Callable[[dict[str, Any]], object]) -> None:
+        """Edit the record in `place`; a record that cannot be written costs a warning (the
+        settings change is made by then), never the command."""
+        try:
+            record = self._record(place)
+            record.setdefault("created", {})
+            edit(record)
+            folder = self._folder() if place == self.folder else safe_folder(place.parent, place.name)
+            text = json.dumps(record, ensure_ascii=False, indent=2) + "\n"
+            write_atomic(folder / RECORD, text.encode("utf-8"))
+        except (OSError, UnsafePath) as exc:
+            warnings.warn(
+                SagememWarning(f"{place / RECORD}: install's record not updated ({exc})"), stacklevel=2
+            )
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders `mkdir(parents=True)` would make for `folder`, deepest first."""
+    missing = []
+    while not folder.exists() and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folder: Path) -> bool:
+    try:
+        folder.rmdir()
+        return True
+    except OSError:
+        return False  # not empty: something of the person's is there
 
 
 def backup_beside(path: Path) -> Path:
-    """A copy of `path` next to it, with the same bytes and permissions, named by the time."""
+    """A copy of `path` next to it, with the same bytes and permissions, named by the time
+    (dsh's patch layer: dsh reads only `*.yml` there, and its folder is the person's own)."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     copy = path.with_name(f"{path.name}.sagemem-backup-{stamp}")
     shutil.copy2(path, copy)
     return copy
 
 
-def _mcp(data: dict[str, Any], add: bool) -> list[str]:
-    """The `sagemem` entry of `mcpServers`: added if missing, removed only if it is ours."""
-    servers = data.get("mcpServers", {})
-    entry = servers.get("sagemem")
-    # Ours in either form `add` writes: `<.../sagemem> mcp` or `<python> -m sagemem mcp`.
-    ours = isinstance(entry, dict) and (
+def mcp_is_ours(entry: Any) -> bool:
+    """An MCP server entry in either form `install` writes: `<.../sagemem> mcp` or
+    `<python> -m sagemem mcp`. One with other arguments (`--dir`) is the person's own."""
+    return isinstance(entry, dict) and (
         (entry.get("args") == ["mcp"] and "sagemem" in str(entry.get("command", "")))
         or entry.get("args") == ["-m", "sagemem", "mcp"]
     )
+
+
+def _shown(entry: dict[str, Any]) -> str:
+    import shlex
+
+    return shlex.join([str(entry.get("command", "")), *map(str, entry.get("args", []))])
+
+
+def _mcp(data: dict[str, Any], add: bool) -> list[str]:
+    """The `sagemem` entry of `mcpServers`: added if missing, brought to this sagemem's
+    command if it is ours, removed only if it is ours."""
+    servers = data.get("mcpServers", {})
+    entry = servers.get("sagemem")
     if add and entry is None:
-        base = command_for("x", "y").removesuffix(" hook x y")
-        command, *prefix = base.split(" -m ") if " -m " in base else [base]
-        args = ["-m", "sagemem", "mcp"] if prefix else ["mcp"]
-        data.setdefault("mcpServers", {})["sagemem"] = {"command": command, "args": args}
+        data.setdefault("mcpServers", {})["sagemem"] = mcp_entry()
         return ["added MCP server sagemem"]
-    if not add and ours:
+    if add and mcp_is_ours(entry):
+        wanted = mcp_entry()
+        if {k: entry.get(k) for k in wanted} == wanted:
+            return []
+        old = _shown(entry)
+        entry.update(wanted)  # other keys (env, type) stay as they were
+        return [f"updated MCP server sagemem: {old} -> {_shown(entry)}"]
+    if not add and mcp_is_ours(entry):
         del servers["sagemem"]
         if not servers:
             data.pop("mcpServers", None)
@@ -171,18 +389,89 @@ def _mcp(data: dict[str, Any], add: bool) -> list[str]:
     return []
 
 
+def registered_mcp(
+    harness: str, *, home: Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Path, dict[str, Any] | None] | None:
+    """The `sagemem` MCP entry a harness keeps outside the files `install` edits: Claude
+    Code's user scope (`~/.claude.json`), Codex's `config.toml`. (path, entry or None when
+    there is none); None when the file cannot be read (or TOML cannot be parsed here)."""
+    home = home or Path.home()
+    if harness == "claude-code":
+        path = claude_json(home, env)
+        data = _read_json(path)
+    elif harness == "codex":
+        path = codex_home(home, env) / "config.toml"
+        data = read_toml(path)
+    else:
+        return None
+    if data is None:
+        return None
+    servers = data.get("mcpServers" if harness == "claude-code" else "mcp_servers")
+    entry = servers.get("sagemem") if isinstance(servers, dict) else None
+    return path, entry if isinstance(entry, dict) else None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes()) if path.exists() else {}
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_toml(path: Path) -> dict[str, Any] | None:
+    """A TOML file as a dict ({} when missing); None when it cannot be read or parsed."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    try:
+        return tomllib.loads(path.read_text("utf-8")) if path.exists() else {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _mcp_todo(harness: str, scope: str, add: bool, *, home: Path, env: Mapping[str, str] | None) -> list[str]:
+    """The command that adds (or removes) the MCP entry where `install` does not write it;
+    none when it is already as it should be, or is the person's own."""
+    if not (harness == "codex" or (harness == "claude-code" and scope == "user")):
+        return []
+    found = registered_mcp(harness, home=home, env=env)
+    known, entry = (found is not None), (found[1] if found else None)
+    if entry is not None and not mcp_is_ours(entry):
+        return []  # the person's own entry, under sagemem's name
+    codex = harness == "codex"
+    if not add:
+        if known and entry is None:
+            return []
+        return ["codex mcp remove sagemem" if codex else "claude mcp remove --scope user sagemem"]
+    wanted = mcp_entry()
+    if entry is not None and {k: entry.get(k) for k in wanted} == wanted:
+        return []
+    if codex:
+        return [f"codex mcp add sagemem -- {command_line('mcp')}"]  # it replaces an older one
+    adding = f"claude mcp add --scope user sagemem -- {command_line('mcp')}"
+    # Claude Code refuses to add a name it has: the older entry goes first.
+    return [f"claude mcp remove --scope user sagemem && {adding}" if entry is not None else adding]
+
+
 def _add(data: dict[str, Any], harness: str) -> list[str]:
     hooks = data.setdefault("hooks", {})
     changes = []
     for event, (matcher, timeout) in TARGETS[harness][2].items():
         groups = hooks.setdefault(event, [])
-        if any(_ours(g, h, harness, event) for g in groups for h in g.get("hooks", [])):
+        command = command_for(harness, event)
+        mine = [h for g in groups for h in g.get("hooks", []) if own_handler(g, h, harness, event)]
+        for handler in mine:
+            if handler.get("command") != command:  # written by an earlier install, elsewhere
+                changes.append(f"updated {event} hook: {handler.get('command')} -> {command}")
+                handler["command"] = command
+        if mine:
             continue
-        handler: dict[str, Any] = {
-            "type": "command",
-            "command": command_for(harness, event),
-            "timeout": timeout,
-        }
+        handler: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
         if harness == "gemini":
             handler = {"name": "sagemem", **handler}
         group: dict[str, Any] = {"hooks": [handler]}
@@ -199,7 +488,7 @@ def _remove(data: dict[str, Any], harness: str) -> list[str]:
     for event in TARGETS[harness][2]:
         groups = hooks.get(event, [])
         for group in groups:
-            kept = [h for h in group.get("hooks", []) if not _ours(group, h, harness, event)]
+            kept = [h for h in group.get("hooks", []) if not own_handler(group, h, harness, event)]
             if len(kept) != len(group.get("hooks", [])):
                 changes.append(f"removed {event} hook")
                 group["hooks"] = kept
@@ -211,7 +500,7 @@ def _remove(data: dict[str, Any], harness: str) -> list[str]:
     return changes
 
 
-def _ours(group: Any, handler: Any, harness: str, event: str) -> bool:
+def own_handler(group: Any, handler: Any, harness: str, event: str) -> bool:
     """A handler `add` wrote: our command line, in a group with our matcher. A user's own
     `sagemem hook ...` line under another matcher is theirs, to keep."""
     if not isinstance(group, dict) or not isinstance(handler, dict):

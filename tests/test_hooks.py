@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
-from sagemem.install import TARGETS, apply
 
 from .memories import QUESTION, make_project
 
@@ -167,110 +166,6 @@ def test_output_is_utf8_whatever_the_console_encoding(project: Path) -> None:
     )
     assert done.returncode == 0 and done.stderr == b""
     assert "月租八千元" in json.loads(done.stdout.decode("utf-8"))["hookSpecificOutput"]["additionalContext"]
-
-
-# -- install / uninstall ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
-def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: Path, harness: str) -> None:
-    path = {
-        "claude-code": ".claude/settings.json",
-        "codex": ".codex/hooks.json",
-        "gemini": ".gemini/settings.json",
-    }
-    target = tmp_path / path[harness]
-    target.parent.mkdir(parents=True)
-    mine = {
-        "model": "x",
-        "hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "my-own-hook"}]}]},
-        "permissions": {"allow": ["Bash(ls)"]},
-    }
-    target.write_text(json.dumps(mine, indent=4))
-    events = len(TARGETS[harness][2]) + (harness != "codex")  # the hooks, and the MCP entry
-    first = apply(harness, "project", add=True, cwd=tmp_path)
-    assert len(first["changes"]) == events and first["backup"]
-    assert Path(first["backup"]).read_text() == json.dumps(mine, indent=4)
-    installed = json.loads(target.read_text())
-    assert installed["model"] == "x" and installed["permissions"] == mine["permissions"]
-    commands = [h["command"] for groups in installed["hooks"].values() for g in groups for h in g["hooks"]]
-    assert "my-own-hook" in commands and sum(f"hook {harness} " in c for c in commands) == len(
-        TARGETS[harness][2]
-    )
-    if harness == "gemini":
-        assert all(h["timeout"] == 10_000 for g in installed["hooks"]["BeforeAgent"] for h in g["hooks"])
-    assert apply(harness, "project", add=True, cwd=tmp_path)["changes"] == []  # idempotent
-    dry = apply(harness, "project", add=False, cwd=tmp_path, dry_run=True)
-    assert len(dry["changes"]) == events and json.loads(target.read_text()) == installed
-    if harness == "claude-code":
-        assert json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"]["args"][-1] == "mcp"
-    if harness == "gemini":
-        assert installed["mcpServers"]["sagemem"]["args"][-1] == "mcp"
-    if harness == "codex":
-        assert first["todo"] == "codex mcp add sagemem -- sagemem mcp"
-    apply(harness, "project", add=False, cwd=tmp_path)
-    assert json.loads(target.read_text()) == mine
-
-
-def test_install_leaves_a_users_own_sagemem_handler_alone(tmp_path: Path) -> None:
-    target = tmp_path / ".claude" / "settings.json"
-    target.parent.mkdir()
-    handler = {"type": "command", "command": "/opt/sagemem hook claude-code PreToolUse"}
-    theirs = {"matcher": "Bash", "hooks": [handler]}
-    target.write_text(json.dumps({"hooks": {"PreToolUse": [theirs]}}))
-    apply("claude-code", "project", add=True, cwd=tmp_path)
-    groups = json.loads(target.read_text())["hooks"]["PreToolUse"]
-    assert [g["matcher"] for g in groups] == ["Bash", "Write|Edit|MultiEdit"]  # the guard went in
-    apply("claude-code", "project", add=False, cwd=tmp_path)
-    assert json.loads(target.read_text()) == {"hooks": {"PreToolUse": [theirs]}}
-
-
-def test_uninstall_removes_the_python_m_form_it_wrote(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sagemem import install
-
-    monkeypatch.setattr(install.shutil, "which", lambda name: None)
-    monkeypatch.setattr(install.sys, "executable", str(tmp_path / "py" / "python3"))
-    apply("claude-code", "project", add=True, cwd=tmp_path)
-    server = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"]
-    assert server["args"] == ["-m", "sagemem", "mcp"]
-    changes = apply("claude-code", "project", add=False, cwd=tmp_path)["changes"]
-    assert ".mcp.json: removed MCP server sagemem" in changes
-    assert "sagemem" not in json.loads((tmp_path / ".mcp.json").read_text()).get("mcpServers", {})
-
-
-@pytest.mark.parametrize(
-    "text, rule",
-    [
-        ("{ not json", "not valid JSON"),
-        ('{"hooks": {"SessionStart": {}}}', "hooks.SessionStart must be a list"),
-        ('{"hooks": {"PreToolUse": [{"hooks": "x"}]}}', "hooks.PreToolUse must be a list"),
-    ],
-)
-def test_install_refuses_a_broken_settings_file(tmp_path: Path, text: str, rule: str) -> None:
-    from sagemem.errors import SagememError
-
-    target = tmp_path / ".claude" / "settings.json"
-    target.parent.mkdir()
-    target.write_text(text)
-    with pytest.raises(SagememError, match=rule) as failure:
-        apply("claude-code", "project", add=True, cwd=tmp_path)
-    assert str(target) in str(failure.value)
-    assert target.read_text() == text and sorted(p.name for p in target.parent.iterdir()) == ["settings.json"]
-
-
-def test_install_command_user_scope(tmp_path: Path) -> None:
-    env = {**os.environ, "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "sagemem", "install", "gemini", "--scope", "user", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0
-    assert json.loads(done.stdout)["path"] == str(tmp_path / ".gemini" / "settings.json")
 
 
 # -- the write guard on the agent's own file tools ---------------------------------------------------

@@ -1,4 +1,4 @@
-"""Commands that connect sagemem to agent harnesses: hook, install, uninstall."""
+"""Commands that connect sagemem to agent harnesses: hook, install, uninstall, doctor, mcp."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .base import _Context, _print_json, cli, json_option, pass_ctx, say
+from .base import _Context, _print_json, cli, count, json_option, pass_ctx, say
 
 HARNESSES = ["claude-code", "codex", "gemini", "dsh"]
 
@@ -105,8 +105,11 @@ def _apply(
 def _report(outcome: dict[str, object], as_json: bool) -> None:
     if as_json:
         return _print_json(outcome)
-    for line in outcome["changes"] or ["nothing to change"]:  # type: ignore[union-attr]
-        say(f"{outcome['path']}: {line}")
+    # Each file with its own changes (dsh's outcome has one path for all of them).
+    files: Any = outcome.get("files") or [{"path": outcome["path"], "changes": outcome["changes"]}]
+    for file in files:
+        for line in file["changes"] or ["nothing to change"]:
+            say(f"{file['path']}: {line}")
     for backup in outcome.get("backups") or []:  # type: ignore[union-attr]
         say(f"backup: {backup}")
     if outcome.get("todo"):
@@ -120,6 +123,38 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
     if outcome.get("dry_run"):
         say("dry run: nothing written", err=True)
     sys.stdout.flush()
+
+
+@cli.command()
+@json_option
+def doctor(as_json: bool) -> None:
+    """Check that sagemem really runs where it is installed; changes nothing.
+
+    For each harness whose settings hold a sagemem hook: the hook's command resolves and
+    answers a test event, each MCP entry starts and answers, the harness lets the hooks run
+    (Codex trust, Claude Code's disableAllHooks, Gemini folder trust); then the memory
+    directory a hook would use here. One line per finding, with the fix for each problem;
+    exits 1 if there is a problem.
+
+    \b
+    Example:
+        sagemem doctor
+    """
+    from ..doctor import UNKNOWN, diagnose
+
+    report = diagnose()
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        for finding in report.findings:
+            label = "could not check" if finding.status == UNKNOWN else finding.status
+            say(f"{label}: {finding.area}: {finding.message}")
+            if finding.fix:
+                say(f"  fix: {finding.fix}")
+        unchecked = f", {report.unknown} not checked" if report.unknown else ""
+        say(f"{count(report.problems, 'problem')}{unchecked}")
+    if not report.ok:
+        sys.exit(1)
 
 
 @cli.command()
