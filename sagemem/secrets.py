@@ -346,7 +346,7 @@ def _regex_finder(patterns: Iterable[re.Pattern[str]], plugin: Any = None) -> _F
     def find(line: str) -> Iterator[tuple[int, int]]:
         for pattern in patterns:
             jwt = pattern.pattern.startswith(_JWT_HEAD)
-            for match in _jwt_matches(pattern, line) if jwt else pattern.finditer(line):
+            for match in _jwt_matches(pattern, line) if jwt else _chained(pattern, line):
                 for group in range(1, pattern.groups + 1) if pattern.groups else (0,):
                     start, end = match.span(group)
                     value = match.group(group)
@@ -354,6 +354,20 @@ def _regex_finder(patterns: Iterable[re.Pattern[str]], plugin: Any = None) -> _F
                         yield start, end
 
     return find
+
+
+def _chained(pattern: re.Pattern[str], line: str) -> Iterator[re.Match[str]]:
+    """`pattern.finditer(line)`, except that a match may begin on the last character of the one
+    before: Artifactory's pattern ends by taking the blank its next match must begin with, so
+    of two tokens a blank apart finditer finds only the first. A match found again inside
+    the same token grows to the same span and is judged once."""
+    at = 0
+    while at <= len(line):
+        match = pattern.search(line, at)
+        if match is None:
+            return
+        yield match
+        at = max(match.end() - 1, match.start() + 1)
 
 
 _JWT_HEAD = r"eyJ[A-Za-z0-9-_=]+\."  # how JwtTokenDetector's pattern begins

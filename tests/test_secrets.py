@@ -667,3 +667,12 @@ def test_the_module_imports_nothing_heavy_until_it_scans() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["[]", "['detect_secrets']"]
+
+
+def test_two_tokens_a_blank_apart_are_two_secrets() -> None:
+    """Artifactory's pattern takes the blank after a token, which the next token's match
+    needs before it: both are found, and redaction leaves neither."""
+    token = "AKCp8rMGn2aPiBqOtAe6LzXgI3jrqKMxt40eDVa8onU8ujHonmJTvosBsdJ2T24Xct4NvCOM0"
+    text = f"\n\n{token} {token}\n"
+    assert [s.start for s in scan(text)] == [2, 3 + len(token)]
+    assert scan(redact(text)) == []
