@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SagememError
-from .files import write_atomic
+from .files import read_config, write_atomic
 from .install import backup_beside
 
 BRIDGE = "@deepseek-ai/dsh-hooks-claude-code"
@@ -158,7 +158,7 @@ def apply(
         raise SagememError(f"{path.parent}: no such dsh profile (start `dsh --profile {profile}` once first)")
     target = path.resolve() if path.is_symlink() else path  # a dotfiles link stays a link
     hooks_file = home / "sagemem" / "hooks.json"
-    raw = target.read_bytes() if target.exists() else None
+    raw = read_config(target)
     original = None if raw is None else _decode(path, raw)
     before = _parse(path, original)
     kept = _without_block(path, original or "")
@@ -193,7 +193,7 @@ def apply(
     rewrite = text != (original or "")
     if rewrite:
         changes.append(f"{'added' if add else 'removed'} sagemem's rows (hooks bridge, MCP server)")
-    hooks_now = hooks_file.read_bytes() if hooks_file.exists() else None
+    hooks_now = read_config(hooks_file)
     # The hooks file is shared by every layer: it goes only when no layer loads sagemem.
     drop_hooks = (
         not add and hooks_now is not None and not any(BEGIN in _text(p) for p in _layers(home) if p != path)
@@ -232,8 +232,8 @@ def _layers(home: Path) -> list[Path]:
 
 def _text(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8", "replace")
-    except OSError:
+        return (read_config(path) or b"").decode("utf-8", "replace")
+    except (OSError, SagememError):
         return ""
 
 

@@ -60,6 +60,29 @@ def read_state(path: Path, limit: int, *, under: Path | None = None) -> bytes | 
         raise UnsafePath(path, refused.rule) from None
 
 
+def read_config(path: Path, limit: int = 4 * 1024 * 1024) -> bytes | None:
+    """A harness's settings file, None when there is none. A link is followed (a dotfiles
+    folder is a person's own choice), but what it ends at must be a regular file under
+    `limit`: a project's settings come with its clone, and a link there to `/dev/zero` or a
+    FIFO must not hang `install` or `doctor`. `UnsafePath` otherwise."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise UnsafePath(path, "is not a regular file")
+    if info.st_size > limit:
+        raise UnsafePath(path, f"is larger than {_size(limit)} ({info.st_size} bytes)")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise UnsafePath(path, "is not a regular file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafePath(path, f"is larger than {_size(limit)}")
+    return data
+
+
 class _Refused(Exception):
     def __init__(self, rule: str) -> None:
         self.rule = rule

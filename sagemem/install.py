@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from .command import command_line, sagemem_command
 from .errors import SagememError, SagememWarning, UnsafePath
-from .files import read_state, safe_folder, write_atomic
+from .files import read_config, read_state, safe_folder, write_atomic
 
 # harness -> (project file, user file, {event: (matcher or None, timeout)})
 TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
@@ -187,7 +187,7 @@ def _plan(path: Path, change: Change, add: bool, backups: Backups) -> _Edit:
     created that is left as `{}` is to be removed instead."""
     shown = path
     path = path.resolve() if path.is_symlink() else path  # a dotfiles link stays a link
-    original = path.read_bytes() if path.exists() else None
+    original = read_config(shown)  # named as the person knows it, though it is a link
     try:
         data = json.loads(original.decode("utf-8")) if original else {}
     except (UnicodeDecodeError, ValueError) as exc:
@@ -413,8 +413,8 @@ def registered_mcp(
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_bytes()) if path.exists() else {}
-    except (OSError, ValueError):
+        data = json.loads(read_config(path) or b"{}")
+    except (OSError, SagememError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -429,8 +429,8 @@ def read_toml(path: Path) -> dict[str, Any] | None:
         except ImportError:
             return None
     try:
-        return tomllib.loads(path.read_text("utf-8")) if path.exists() else {}
-    except (OSError, ValueError, UnicodeDecodeError):
+        return tomllib.loads((read_config(path) or b"").decode("utf-8"))
+    except (OSError, SagememError, ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 

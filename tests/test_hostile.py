@@ -249,3 +249,17 @@ def test_a_project_memory_reached_through_a_link_is_not_used(tmp_path: Path) -> 
     assert not (elsewhere / ".sagemem" / "sessions").exists()
     chosen = run(["--dir", str(clone / ".sagemem" / "memory"), "search", "deploy production"], clone)
     assert "project_deploy.md" in chosen.stdout  # named on purpose, it is used
+
+
+@pytest.mark.parametrize("settings", [".claude/settings.json", ".gemini/settings.json", ".codex/hooks.json"])
+def test_a_harness_settings_file_that_never_ends_is_refused_by_install_and_doctor(
+    tmp_path: Path, settings: str
+) -> None:
+    repo = make_repo(tmp_path)
+    link(repo / settings, "/dev/zero")
+    clone = commit_and_clone(repo, tmp_path / "victim")
+    harness = {".claude": "claude-code", ".gemini": "gemini", ".codex": "codex"}[settings.split("/")[0]]
+    installed = run(["install", harness], clone)
+    assert installed.returncode == 1 and f"{settings}: is not a regular file" in installed.stderr
+    assert (clone / settings).is_symlink()  # nothing written in its place
+    assert run(["doctor"], clone).returncode in (0, 1)  # answered, not hung
