@@ -431,3 +431,20 @@ def test_counts_are_singular_for_one_and_init_says_what_it_created(tmp_path: Pat
     assert f"created {mem / '.gitattributes'}" in second.stdout
     (mem / "project_a.md").write_text("---\ndescription: a\n---\n")
     assert cli("--dir", str(mem), "check").stdout.endswith("1 memory, 1 problem\n")
+
+
+def test_text_for_the_agent_names_the_command_that_runs_this_sagemem(tmp_path: Path) -> None:
+    """Run from a virtual environment (as the tests are), the gap card and truncation marker
+    name this install's script by its path: a bare `sagemem` may be found nowhere else."""
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("needs a virtual environment")
+    script = Path(sys.executable).with_name("sagemem")
+    project = make_project(tmp_path / "proj")
+    memory_dir = project / ".sagemem" / "memory"
+    (memory_dir / "project_long.md").write_text(
+        "---\ndescription: studio lease rent history\n---\n\n" + "studio lease rent " * 200 + "\n"
+    )
+    done = cli("hook", "claude-code", "UserPromptSubmit", stdin=prompt_event(project, QUESTION), cwd=project)
+    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert f"`{script} read project_long.md --lines" in text
+    assert "`sagemem read" not in text

@@ -86,6 +86,16 @@ async def test_every_tool_in_process(store: MemoryStore) -> None:
         conflict_id = message.split("conflict_id=")[1].rstrip("]")
         assert store.conflict(conflict_id).proposed == b"---\ndescription: stale\n---\nx\n"
 
+        # A whole memory or nothing: no frontmatter, no description, or a new secret is refused.
+        for content, rule in (
+            ("just a note\n", "content has no frontmatter"),
+            ("---\nname: x\n---\nbody\n", "description must not be empty"),
+            ("---\ndescription: ci\n---\ntoken ghp_" + "Zx9" * 12 + "\n", "looks like a GitHub token"),
+        ):
+            refused = await client.call_tool("memory_write", {"file": "project_note.md", "content": content})
+            assert refused.is_error is True and rule in refused.content[0].text
+        assert not (store.memory_dir / "project_note.md").exists()
+
         traversal = await client.call_tool("memory_read", {"file": "../../etc/passwd.md"})
         assert traversal.is_error is True and "single path segment" in traversal.content[0].text
         reserved = await client.call_tool("memory_write", {"file": "MEMORY.md", "content": "x"})
