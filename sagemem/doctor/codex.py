@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .install import TARGETS, claude_dir, claude_json, codex_home, read_toml
+from ..install import TARGETS, claude_dir, claude_json, codex_home, read_toml
 
 OK, PROBLEM, INFO, UNKNOWN = "ok", "problem", "info", "unknown"
 TEST_PROMPT = "sagemem doctor: a test event; nothing to look up"
@@ -210,7 +210,7 @@ class Hook:
     @property
     def ours(self) -> bool:
         """Written by `install`, so that `install` rewrites it."""
-        from .install import own_handler
+        from ..install import own_handler
 
         if self.harness == "dsh":  # its hooks file is sagemem's alone
             return True
@@ -273,7 +273,7 @@ def _collect(harness: str, files: Iterable[tuple[str, Path]]) -> tuple[list[Find
 
 
 def _reinstall(harness: str, scope: str) -> str:
-    from .command import command_line
+    from ..command import command_line
 
     if harness == "dsh":
         return command_line("install", "dsh")
@@ -698,7 +698,7 @@ def interpreter(program: Path) -> str:
 
 
 def _mcp_fix(harness: str, scope: str) -> str:
-    from .command import command_line
+    from ..command import command_line
 
     if harness == "codex":
         return f"codex mcp add sagemem -- {command_line('mcp')}"
@@ -1142,7 +1142,7 @@ def _gemini_switches(places: Places, hooks: list[Hook]) -> list[Finding]:
 
 
 def _dsh(places: Places, runs: _Runs) -> tuple[bool, list[Finding]]:
-    from . import dsh
+    from .. import dsh
 
     home = dsh.dsh_home(dict(places.env))
     hooks_file = home / "sagemem" / "hooks.json"
@@ -1197,7 +1197,7 @@ def _dsh_rows(layer: Path, begin: str, end: str) -> list[dict[str, Any]] | None:
 
 def memory_findings(places: Places) -> list[Finding]:
     """The memory directory a hook run here would use: it exists, and its health check."""
-    from .config import locate
+    from ..config import locate
 
     location = locate(env=places.env, cwd=places.cwd)
     folder = location.memory_dir
@@ -1205,7 +1205,7 @@ def memory_findings(places: Places) -> list[Finding]:
         text = f"no memory here: a hook would use {folder} ({location.rule}), which does not exist"
         fix = "sagemem init --project (this project's memory) or sagemem init (yours, for everywhere)"
         return [_problem("memory", "memory", text, fix, folder)]
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
     try:
         report = MemoryStore.at(location).check()
