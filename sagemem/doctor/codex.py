@@ -1,0 +1,202 @@
+"""Codex, by the rules of Codex 0.171: its hooks in `hooks.json` in its home and in the
+`.codex/` of each folder from the git root down, its MCP entry in `config.toml`, and the
+gates at which Codex skips a hook without a word: the `hooks` feature, the project's trust,
+and each hook's trust and `enabled`.
+
+Codex's own answer, the listing of `codex app-server`, is used when `codex` is on PATH;
+otherwise trust is worked out from `config.toml` with the hash Codex computes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..install import codex_home, read_toml
+from .findings import Finding, info, ok, problem, unknown
+from .places import Places, git_root
+from .probes import Runs, hook_findings
+from .process import Failed, Session
+from .settings import Hook, collect, mcp_entry, mcp_fix, nested
+
+# Codex leaves the matcher of these events out of a hook's identity (it ignores it there).
+CODEX_NO_MATCHER = ("UserPromptSubmit", "Stop")
+
+
+def check(places: Places, runs: Runs) -> tuple[bool, list[Finding]]:
+    """Codex's findings here, and whether sagemem is set up in it (a settings file that
+    cannot be read counts)."""
+    home = codex_home(places.home, places.env)
+    config_path = home / "config.toml"
+    config = read_toml(config_path)
+    root = git_root(places.cwd) or places.cwd
+    chain = [places.cwd, *places.cwd.parents]
+    folders = reversed(chain[: chain.index(root) + 1])  # Codex reads .codex/ from the root down
+    files = [("user", home / "hooks.json"), *[("project", f / ".codex" / "hooks.json") for f in folders]]
+    findings, hooks = collect("codex", files)
+    label = f"{config_path} [mcp_servers.sagemem]"
+    mcp = mcp_entry(
+        "codex", config_path, nested(config, "mcp_servers", "sagemem"), mcp_fix("codex", "user"), label
+    )
+    if not hooks and mcp is None:
+        return bool(findings), findings
+    findings += hook_findings(hooks, places, runs)
+    if hooks:
+        findings += codex_trust(hooks, places, config, config_path, root)
+    if mcp is not None:
+        findings.append(runs.mcp(mcp))
+    elif config is not None:
+        text = f"Codex has no sagemem MCP server (the memory_* tools) in {config_path}"
+        findings.append(info("codex", "mcp", text, mcp_fix("codex", "user")))
+    return True, findings
+
+
+def codex_hash(hook: Hook) -> str:
+    """The hash Codex keys a hook's trust on: SHA-256 of the canonical JSON of the event,
+    the matcher (where the event keeps one) and the handler."""
+    handler = hook.handler
+    timeout = handler.get("timeout", handler.get("timeoutSec"))
+    seconds = timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else 600
+    identity: dict[str, Any] = {"type": "command", "command": hook.command, "timeout": max(1, seconds)}
+    identity["async"] = bool(handler.get("async", False))
+    for key in ("statusMessage", "additionalContextLimit"):
+        if handler.get(key) is not None:
+            identity[key] = handler[key]
+    whole: dict[str, Any] = {"event_name": _snake(hook.event), "hooks": [identity]}
+    if hook.event not in CODEX_NO_MATCHER and hook.matcher is not None:
+        whole["matcher"] = hook.matcher
+    text = json.dumps(whole, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def codex_key(hook: Hook) -> str:
+    """Where Codex keeps a hook's trust: `[hooks.state."<file>:<event>:<group>:<handler>"]`."""
+    return f"{hook.path}:{_snake(hook.event)}:{hook.group}:{hook.index}"
+
+
+def _snake(event: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
+
+
+def codex_trust(
+    hooks: list[Hook], places: Places, config: dict[str, Any] | None, config_path: Path, root: Path
+) -> list[Finding]:
+    """Is the `hooks` feature on, is the project trusted (for its own hooks), is each hook
+    trusted and enabled: Codex skips, without a word, a hook that fails any of these."""
+    listing, why_not = codex_listing(places)
+    if config is None and listing is None:
+        text = (
+            f"Codex's hook trust: {why_not}, and {config_path} cannot be read here"
+            " (it takes Python 3.11's tomllib)"
+        )
+        return [unknown("codex", "trust", text, config_path)]
+    feature = (
+        listing["feature"]
+        if listing and listing["feature"] is not None
+        else nested(config, "features", "hooks")
+    )
+    if feature is False:
+        text = f"Codex's hooks feature is off (see {config_path}): Codex runs no hooks"
+        return [problem("codex", "feature", text, "codex features enable hooks", config_path)]
+    findings = []
+    project_hooks = [h for h in hooks if h.scope == "project"]
+    trust = nested(config, "projects", str(root), "trust_level")
+    if config is None and listing:  # Codex lists a project's hooks only when it trusts the project
+        listed = {str(h.get("sourcePath")) for h in listing["hooks"].values()}
+        trust = "trusted" if any(str(h.path) in listed for h in project_hooks) else None
+    if project_hooks and trust != "trusted":
+        level = f" (trust_level = {trust!r})" if trust else ""
+        text = f"Codex does not trust the project {root}{level}, so it does not load .codex/hooks.json there"
+        fix = (
+            f"start `codex` in {root} and trust it, or add [projects.{json.dumps(str(root))}]"
+            f' trust_level = "trusted" to {config_path}'
+        )
+        findings.append(problem("codex", "project-trust", text, fix, config_path))
+    how = "" if listing else f" (worked out from {config_path} by Codex 0.171's rules: {why_not})"
+    state = nested(config, "hooks", "state") or {}
+    for hook in hooks:
+        if hook.scope == "project" and trust != "trusted":
+            continue
+        key = codex_key(hook)
+        if listing:
+            found = listing["hooks"].get(key) or _listed(listing["hooks"].values(), hook)
+            status, enabled = (found.get("trustStatus"), found.get("enabled")) if found else (None, None)
+        else:
+            stored = nested(state, key, "trusted_hash")
+            status = "untrusted" if not stored else "trusted" if stored == codex_hash(hook) else "modified"
+            enabled = nested(state, key, "enabled")
+        findings.append(_codex_hook(hook, status, enabled, key, config_path, how, places))
+    return findings
+
+
+def _listed(listed: Iterable[Any], hook: Hook) -> Any:
+    """The listed hook that is this one, where its key spells the path another way."""
+    for entry in listed:
+        source = entry.get("sourcePath")
+        if (
+            source
+            and entry.get("command") == hook.command
+            and _snake(str(entry.get("eventName"))) == _snake(hook.event)
+        ):
+            try:
+                if os.path.samefile(source, hook.path):
+                    return entry
+            except OSError:
+                continue
+    return None
+
+
+def _codex_hook(
+    hook: Hook, status: Any, enabled: Any, key: str, config_path: Path, how: str, places: Places
+) -> Finding:
+    where = f"{hook.path}: the {hook.event} hook"
+    review = f"start `codex` in {places.cwd}, type /hooks and trust sagemem's hooks"
+    if status in ("trusted", "managed") and enabled is not False:
+        return ok("codex", "trust", f"{where} is trusted by Codex{how}", hook.path)
+    if status in ("trusted", "managed"):
+        table = f"[hooks.state.{json.dumps(key)}]"
+        fix = f"turn it on in /hooks (or drop `enabled = false` from {table} in {config_path})"
+        return problem("codex", "trust", f"{where} is turned off in Codex's /hooks{how}", fix, hook.path)
+    if status == "modified":
+        text = f"{where} changed since you trusted it (its command, timeout or place), so Codex skips it{how}"
+        return problem("codex", "trust", text, review, hook.path)
+    if status == "untrusted":
+        text = f"{where} is not trusted yet, so Codex skips it without a word{how}"
+        return problem("codex", "trust", text, review, hook.path)
+    return unknown("codex", "trust", f"{where}: codex app-server does not list it", hook.path)
+
+
+def codex_listing(places: Places) -> tuple[dict[str, Any] | None, str]:
+    """Codex's own answer, from `codex app-server`: {"hooks": {key: hook}, "feature": the
+    `hooks` feature's state or None}; (None, why) when there is none."""
+    codex = shutil.which("codex", path=places.env.get("PATH", os.defpath))
+    if codex is None:
+        return None, "`codex` is not on PATH"
+    try:
+        with Session([codex, "app-server"], places, places.timeout) as session:
+            session.request("initialize", {"clientInfo": {"name": "sagemem-doctor", "version": "1"}})
+            session.send({"jsonrpc": "2.0", "method": "initialized"})
+            listed = session.request("hooks/list", {"cwds": [str(places.cwd)]})
+            try:
+                features = session.request("experimentalFeature/list", {})
+            except Failed:
+                features = None
+    except Failed as failed:
+        return None, f"codex app-server: {failed}"
+    except OSError as exc:
+        return None, f"codex app-server could not be started: {exc.strerror or exc}"
+    hooks = {
+        str(h.get("key")): h
+        for entry in nested(listed, "data") or []
+        if isinstance(entry, dict)
+        for h in entry.get("hooks", [])
+        if isinstance(h, dict)
+    }
+    flags = [f for f in nested(features, "data") or [] if isinstance(f, dict) and f.get("name") == "hooks"]
+    return {"hooks": hooks, "feature": flags[0].get("enabled") if flags else None}, ""

@@ -1,0 +1,66 @@
+"""Where doctor looks: the project (`cwd`), the home folder, the environment, the system-wide
+settings files, how long an external step may take; and the project's git root, where Codex
+and Claude Code anchor a project.
+
+The checks take a `Places` rather than asking the process for its folders, so that one run
+sees one environment and a test can point doctor at a home of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def _system_file(mac: str, linux: str, name: str) -> Path:
+    if sys.platform == "darwin":
+        return Path("/Library/Application Support", mac, name)
+    if os.name == "nt":
+        return Path(os.environ.get("ProgramFiles", r"C:\Program Files"), mac, name)
+    return Path("/etc", linux, name)
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where doctor looks (the project is `cwd`) and how long each external step may take."""
+
+    cwd: Path
+    home: Path
+    env: Mapping[str, str]
+    claude_policy: Path = field(
+        default_factory=lambda: _system_file("ClaudeCode", "claude-code", "managed-settings.json")
+    )
+    gemini_system: Path = field(
+        default_factory=lambda: _system_file("GeminiCli", "gemini-cli", "settings.json")
+    )
+    timeout: float = 15.0  # seconds for one MCP start, or one conversation with codex app-server
+    hook_timeout: float = 30.0  # at most, for one hook run (else the hook's own timeout)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cwd", self.cwd.resolve())  # what a harness's getcwd() says
+
+    @classmethod
+    def here(cls, **given: Any) -> Places:
+        return cls(cwd=Path.cwd(), home=Path.home(), env=dict(os.environ), **given)
+
+
+def git_root(folder: Path) -> Path | None:
+    """The nearest folder at or above `folder` that holds `.git`."""
+    return next((f for f in (folder, *folder.parents) if (f / ".git").exists()), None)
+
+
+def git_main_root(folder: Path) -> Path | None:
+    """The git root, or for a linked worktree its main checkout's."""
+    root = git_root(folder)
+    if root is None or not (root / ".git").is_file():
+        return root
+    try:
+        gitdir = root / (root / ".git").read_text("utf-8").strip().removeprefix("gitdir:").strip()
+        common = (gitdir / (gitdir / "commondir").read_text("utf-8").strip()).resolve()
+    except (OSError, UnicodeDecodeError):
+        return root
+    return common.parent if common.name == ".git" else root
