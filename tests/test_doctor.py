@@ -214,6 +214,22 @@ def test_an_mcp_server_without_its_memory_points_to_init(tmp_path: Path) -> None
     assert "memory directory does not exist" in problem.message and "sagemem init" in problem.fix
 
 
+def test_two_mcp_entries_for_different_memories_are_each_started(project: Path, tmp_path: Path) -> None:
+    """Same command, another SAGEMEM_DIR: another server, so another verdict."""
+    server = {"command": sys.executable, "args": ["-m", "sagemem", "mcp"]}
+    missing = {**server, "env": {"SAGEMEM_DIR": str(tmp_path / "nowhere")}}
+    write(project / ".mcp.json", {"mcpServers": {"sagemem": server}})
+    write(home() / ".gemini" / "settings.json", {"mcpServers": {"sagemem": missing}})
+    report = doctor.diagnose(places(project))
+    assert len(found(report, "mcp", OK)) == 1 and len(found(report, "mcp", PROBLEM)) == 1
+
+
+def test_the_interpreter_of_an_env_shebang_with_options(tmp_path: Path) -> None:
+    program = script(tmp_path / "bin" / "sagemem", "#!/usr/bin/env -S python3 -u\nprint()\n")
+    python = script(tmp_path / "harness-bin" / "python3", "#!/bin/sh\n")
+    assert doctor.interpreter(program, str(python.parent)) == str(python)
+
+
 def test_an_mcp_server_that_never_answers_is_cut_off(project: Path) -> None:
     fake = script(project.parent / "bin" / "sagemem", "#!/bin/sh\n/bin/sleep 300\n")
     write(project / ".mcp.json", {"mcpServers": {"sagemem": {"command": str(fake), "args": ["mcp"]}}})

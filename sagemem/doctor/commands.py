@@ -87,8 +87,9 @@ def resolve(program: str, places: Places) -> Resolved:
     return Resolved(program, Path(found))
 
 
-def interpreter(program: Path) -> str:
-    """The Python a sagemem script runs with: the program itself, or its `#!` line's."""
+def interpreter(program: Path, path: str | None = None) -> str:
+    """The Python a sagemem script runs with: the program itself, or its `#!` line's (an
+    `env` line's program looked up on `path`, the harness's PATH)."""
     if _PYTHON.fullmatch(program.name):
         return str(program)
     try:
@@ -98,5 +99,6 @@ def interpreter(program: Path) -> str:
         first = b""
     words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
     if len(words) > 1 and Path(words[0]).name == "env":
-        return shutil.which(words[-1]) or words[-1]
+        named = next((w for w in words[1:] if not w.startswith("-") and "=" not in w), words[-1])
+        return shutil.which(named, path=path) or named
     return words[0] if words else f"the Python of {program}"

@@ -87,7 +87,8 @@ class Runs:
         self._done: dict[tuple[str, ...], Finding] = {}
 
     def hook(self, hook: Hook) -> Finding:
-        key = ("hook", hook.command, hook.event)
+        # The timeout is part of the run (a slower limit can pass where a shorter one fails).
+        key = ("hook", hook.command, hook.event, str(_hook_seconds(hook)))
         if key not in self._done:
             self._done[key] = _test_hook(hook, self.places)
         done = self._done[key]
@@ -97,7 +98,13 @@ class Runs:
         )
 
     def mcp(self, entry: McpEntry) -> Finding:
-        key = ("mcp", entry.command, *entry.args)
+        # Its SAGEMEM_* variables choose the memory it serves, so they are part of the run.
+        key = (
+            "mcp",
+            entry.command,
+            *entry.args,
+            *sorted(f"{k}={v}" for k, v in entry.env.items() if k.startswith("SAGEMEM_")),
+        )
         if key not in self._done:
             self._done[key] = _test_mcp(entry, self.places)
         done = self._done[key]
@@ -174,7 +181,7 @@ def _test_mcp(entry: McpEntry, places: Places) -> Finding:
             except Failed as failed:
                 said = f"{failed} {session.stderr.decode('utf-8', 'replace')}"
                 if any(marker in said for marker in MCP_MISSING):
-                    python = interpreter(found.path)
+                    python = interpreter(found.path, places.env.get("PATH"))
                     text = f"does not start: the mcp package is missing from {python}"
                     return problem(
                         entry.harness, "mcp", text, f"{shlex.quote(python)} -m pip install 'sagemem[mcp]'"
