@@ -32,11 +32,13 @@ are reused from freed ones. BM25 depends on ids only through the statistics kept
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import sqlite3
 import stat
+import time
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -131,17 +133,21 @@ def open_index(
     *,
     use_cache: bool = True,
     progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> Snapshot:
     """The index as it matches `memory_dir` now: the state dir's, else the user cache dir's,
-    else one in memory."""
+    else one in memory. With a `deadline` (a `time.monotonic()` value; the prompt hook has
+    one), files still unread when it passes are left for the next call, which goes on where
+    this one stopped: the answer comes from what is indexed (`Snapshot.pending` counts the
+    rest), never after the harness has given up on the hook."""
     files = listing(memory_dir)
     for place in _places(memory_dir, state_dir) if use_cache else []:
-        found = _open_at(place, memory_dir, files, index_file, progress)
+        found = _open_at(place, memory_dir, files, index_file, progress, deadline)
         if found is not None:
             return found
     conn = _connect(None)  # in memory: nothing to be damaged or unwritable
-    refresh(conn, memory_dir, files, index_file, progress)
-    return _snapshot(conn)
+    pending = refresh(conn, memory_dir, files, index_file, progress, deadline)
+    return _snapshot(conn, pending=pending)
 
 
 # What reading the index's own data raises when a file holds what sagemem did not write there.
@@ -167,7 +173,12 @@ def damaged(exc: BaseException) -> bool:
 
 
 def _open_at(
-    place: Path, memory_dir: Path, files: dict[str, str], index_file: Indexed, progress: Progress | None
+    place: Path,
+    memory_dir: Path,
+    files: dict[str, str],
+    index_file: Indexed,
+    progress: Progress | None,
+    deadline: float | None = None,
 ) -> Snapshot | None:
     """The index at `place`, brought up to date; a damaged one is deleted and built once more.
     None when the place cannot be used (unwritable, full, locked for too long)."""
@@ -176,8 +187,8 @@ def _open_at(
         conn = None
         try:
             conn = _connect(place)
-            refresh(conn, memory_dir, files, index_file, progress)
-            return _snapshot(conn, place, repaired)
+            pending = refresh(conn, memory_dir, files, index_file, progress, deadline)
+            return _snapshot(conn, place, repaired, pending)
         except (OSError, sqlite3.OperationalError) as exc:
             if conn is not None:
                 conn.close()
@@ -209,6 +220,7 @@ class Snapshot(NamedTuple):
     arrays: dict[str, array[int]]
     path: Path | None  # the index's file; None in memory
     repaired: str = ""  # what was wrong with the file when this call found it damaged
+    pending: int = 0  # changed files left unread when the call's deadline passed
 
     def discard(self) -> None:
         """Close it and delete the file: it held something no sagemem wrote there."""
@@ -217,7 +229,9 @@ class Snapshot(NamedTuple):
             _remove(self.path)
 
 
-def _snapshot(conn: sqlite3.Connection, path: Path | None = None, repaired: str = "") -> Snapshot:
+def _snapshot(
+    conn: sqlite3.Connection, path: Path | None = None, repaired: str = "", pending: int = 0
+) -> Snapshot:
     conn.execute("BEGIN")
     meta = _meta(conn)
     arrays = load_arrays(conn)
@@ -227,7 +241,7 @@ def _snapshot(conn: sqlite3.Connection, path: Path | None = None, repaired: str 
         raise CacheDamaged("the arrays do not match the files")
     if sum(arrays["paragraph_lengths"]) != meta.get("paragraphs_total", 0):
         raise CacheDamaged("the arrays do not match the statistics")
-    return Snapshot(conn, meta, arrays, path, repaired)
+    return Snapshot(conn, meta, arrays, path, repaired, pending)
 
 
 def db_name(memory_dir: Path) -> str:
@@ -271,6 +285,10 @@ def _connect(db: Path | None) -> sqlite3.Connection:
         # WAL: a reader keeps one consistent snapshot while writers go on committing.
         conn.execute("PRAGMA journal_mode=WAL")
     found = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+    if found is not None and _objects(conn) != _expected_objects():
+        # A view, a trigger, a column with a default or a check of someone else's: SQL that
+        # would run inside our queries (trusted_schema=OFF stops functions, not plain SQL).
+        raise CacheDamaged("the index holds objects sagemem does not make")
     if found is None:
         with _writing(conn):
             for statement in SCHEMA.split(";"):
@@ -279,6 +297,21 @@ def _connect(db: Path | None) -> sqlite3.Connection:
     elif _meta(conn).get("format") != FORMAT:
         raise CacheDamaged("written by another format")
     return conn
+
+
+def _objects(conn: sqlite3.Connection) -> list[tuple[str, str, str, str | None]]:
+    """Every object of the schema, as SQLite records it: reading it runs nothing."""
+    return sorted(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+
+
+@functools.cache
+def _expected_objects() -> list[tuple[str, str, str, str | None]]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(SCHEMA)
+        return _objects(conn)
+    finally:
+        conn.close()
 
 
 def _remove(db: Path) -> None:
@@ -313,10 +346,13 @@ def refresh(
     files: dict[str, str],
     index_file: Indexed,
     progress: Progress | None = None,
-) -> None:
-    """Bring the index up to date with `files` (a `listing`)."""
+    deadline: float | None = None,
+) -> int:
+    """Bring the index up to date with `files` (a `listing`), or as far as `deadline` allows
+    (at least one file a call, so a slow one is not put off for ever); returns how many
+    changed files are left unread."""
     if _meta(conn).get("digest") == digest(files):
-        return
+        return 0
     seen = {
         name: (stamp, version)
         for name, stamp, version in conn.execute("SELECT name, stamp, version FROM files")
@@ -325,14 +361,34 @@ def refresh(
     gone = {name: stamp for name, (stamp, _) in seen.items() if name not in files}
     with _readers(len(todo)) as read_all:
         for start in range(0, max(len(todo), 1), BATCH):
+            if start and _past(deadline):
+                return len(todo) - start
             # Another process may be building too: skip what it has stored since.
             names = _behind(conn, todo[start : start + BATCH], files)
             jobs = [(memory_dir / n, files[n], seen.get(n, (None, None))[1], index_file) for n in names]
-            fresh = dict(zip(names, read_all(jobs), strict=True))
+            read = read_all(jobs, deadline)
+            fresh = dict(zip(names, read, strict=False))  # `read` is shorter past the deadline
             with _writing(conn):
                 _apply(conn, fresh, gone if start == 0 else {})
             if progress is not None:
                 progress(min(start + BATCH, len(todo)), len(todo))
+            if len(read) < len(names):
+                return len(todo) - start - len(read)
+    return 0
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
+def _in_process(jobs: list[tuple[Any, ...]], deadline: float | None) -> list[_Fresh]:
+    """Read the files of `jobs` in order, stopping once `deadline` has passed (after one)."""
+    done: list[_Fresh] = []
+    for job in jobs:
+        if done and _past(deadline):
+            break
+        done.append(_read(*job))
+    return done
 
 
 def _behind(conn: sqlite3.Connection, names: list[str], files: dict[str, str]) -> list[str]:
@@ -344,13 +400,13 @@ def _behind(conn: sqlite3.Connection, names: list[str], files: dict[str, str]) -
 
 
 @contextlib.contextmanager
-def _readers(count: int) -> Iterator[Callable[[list[tuple[Any, ...]]], list[_Fresh]]]:
+def _readers(count: int) -> Iterator[Callable[[list[tuple[Any, ...]], float | None], list[_Fresh]]]:
     """Reads files in worker processes when there are enough to repay starting them (a first
     build; Chinese text costs most), else in this one. Workers are spawned, not forked: the
     caller may hold threads (a watcher) and an open database."""
     cpus = os.cpu_count() or 1
     if count < PARALLEL_FROM or cpus < 2:
-        yield lambda jobs: [_read(*job) for job in jobs]
+        yield _in_process
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -359,14 +415,14 @@ def _readers(count: int) -> Iterator[Callable[[list[tuple[Any, ...]]], list[_Fre
     try:
         pool = ProcessPoolExecutor(min(cpus, 4), mp_context=multiprocessing.get_context("spawn"))
     except (OSError, ValueError):  # no processes allowed here: read in this one
-        yield lambda jobs: [_read(*job) for job in jobs]
+        yield _in_process
         return
 
-    def read_all(jobs: list[tuple[Any, ...]]) -> list[_Fresh]:
-        try:
+    def read_all(jobs: list[tuple[Any, ...]], deadline: float | None) -> list[_Fresh]:
+        try:  # a whole batch at a time: the deadline is checked between batches
             return list(pool.map(_read_job, jobs, chunksize=25))
         except (BrokenProcessPool, OSError):  # workers killed or not allowed: read here
-            return [_read(*job) for job in jobs]
+            return _in_process(jobs, deadline)
 
     with pool:
         yield read_all

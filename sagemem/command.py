@@ -16,16 +16,19 @@ import sys
 from functools import cache
 from pathlib import Path
 
+MODULE = ("-P", "-m", "sagemem") if sys.version_info >= (3, 11) else ("-m", "sagemem")
 _PLAIN = re.compile(r"[\w@%+=:,./-]+")
 
 
 @cache
 def sagemem_command() -> tuple[str, ...]:
     """The words of the command: `("sagemem",)`, `("/abs/.venv/bin/sagemem",)`, or
-    `(python, "-m", "sagemem")` where no script is installed."""
+    `(python, "-P", "-m", "sagemem")` where no script is installed (`-P`, on Python 3.11 and
+    later: `-m` alone puts the working directory first on the path, and a project's own
+    `sagemem/` folder would run instead)."""
     script = _script()
     if script is None:
-        return ("sagemem",) if _which("sagemem") else (sys.executable, "-m", "sagemem")
+        return ("sagemem",) if _which("sagemem") else (sys.executable, *MODULE)
     if not in_virtual_env() and _same(_which("sagemem"), script):
         return ("sagemem",)
     return (str(script),)

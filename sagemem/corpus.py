@@ -23,7 +23,7 @@ from .cache import Progress
 from .errors import SagememError
 from .names import is_memory_name, name_key
 from .text import conflict_marker_line, split_lines
-from .tokenize import document_tokens
+from .tokenize import MAX_SEGMENTED_CHARS, document_tokens
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -102,6 +102,11 @@ class Corpus:
 
     def close(self) -> None:
         self._conn.close()
+
+    @property
+    def pending(self) -> int:
+        """Changed files not read yet: the call's deadline passed first (the next goes on)."""
+        return self._snapshot.pending
 
     @property
     def repaired(self) -> str:
@@ -270,8 +275,10 @@ def build(memory: Memory, mtime: float) -> tuple[Entry, Tokens]:
         for token in document_tokens(fields[field]):
             described[token] += weight
     paragraphs, counts = [], []
+    left = MAX_SEGMENTED_CHARS  # what jieba may still cut in this memory; then pairs only
     for start, end, text in split_paragraphs(memory.body, memory.body_line):
-        tf = Counter(document_tokens(text))
+        tf = Counter(document_tokens(text, words=left))
+        left -= len(text)
         if tf:
             paragraphs.append(Paragraph(start, end))
             counts.append(dict(tf))
@@ -312,10 +319,19 @@ def index_file(
 
 
 def load(
-    memory_dir: Path, state_dir: Path, *, use_cache: bool = True, progress: Progress | None = None
+    memory_dir: Path,
+    state_dir: Path,
+    *,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> Corpus:
-    """The corpus of `memory_dir`, brought up to date (see `cache`)."""
-    return Corpus(cache.open_index(memory_dir, state_dir, index_file, use_cache=use_cache, progress=progress))
+    """The corpus of `memory_dir`, brought up to date, or as far as `deadline` allows (see
+    `cache.open_index`)."""
+    snapshot = cache.open_index(
+        memory_dir, state_dir, index_file, use_cache=use_cache, progress=progress, deadline=deadline
+    )
+    return Corpus(snapshot)
 
 
 def using(
@@ -324,6 +340,7 @@ def using(
     work: Callable[[Corpus], T],
     *,
     progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> T:
     """`work(corpus)` on a freshly loaded corpus, closed afterwards. When the work finds the
     index damaged (`cache.CacheDamaged` where postings or entries are read, or SQLite's own
@@ -331,7 +348,7 @@ def using(
     again, once, and the work done on the new one; damaged again, the work is done on an
     index built in memory, so the call still answers."""
     for use_cache in (True, True, False):
-        with load(memory_dir, state_dir, use_cache=use_cache, progress=progress) as corpus:
+        with load(memory_dir, state_dir, use_cache=use_cache, progress=progress, deadline=deadline) as corpus:
             try:
                 return work(corpus)
             except (cache.CacheDamaged, sqlite3.DatabaseError) as exc:

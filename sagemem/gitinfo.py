@@ -2,9 +2,12 @@
 commit last changed a file. Read only, through the `git` command; no git, no repository, or
 a git that fails or takes too long all read as "nothing known".
 
-Never on the prompt path. The repository may be a stranger's clone: git's own local config
-is not part of a clone, and the file-system monitor (which runs a program) is switched off
-for these calls all the same.
+Never on the prompt path. The repository may be a stranger's clone. git's own local config
+is not part of a clone, but a clone can carry a bare repository's files (`HEAD`, `config`,
+`objects/`) inside the memory directory, which git would take as the repository, config and
+all; so bare repositories are used only when named (`safe.bareRepository=explicit`), and
+what could run a program on the way (the file-system monitor, a signature check's gpg) is
+switched off for these calls.
 """
 
 from __future__ import annotations
@@ -14,7 +17,17 @@ import subprocess
 from pathlib import Path
 
 TIMEOUT = 10.0
-_BASE = ("git", "-c", "core.fsmonitor=false", "-c", "core.quotepath=off")
+_BASE = (
+    "git",
+    "-c",
+    "safe.bareRepository=explicit",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "log.showSignature=false",
+    "-c",
+    "core.quotepath=off",
+)
 
 
 def tracked(folder: Path, target: Path) -> list[str]:

@@ -242,21 +242,41 @@ def _refuse(
 
 
 def list_conflicts(state_dir: Path, *, resolved: bool = False) -> list[Conflict]:
-    """The open (or resolved) conflicts, from the state dir and its fallback."""
-    pattern = _RESOLVED_NAME if resolved else _CONFLICT_ID
+    """The open (or resolved) conflicts, from the state dir and its fallback. A record that
+    cannot be read is left out (`damaged_records` names it): one bad file, which a clone may
+    carry, must not hide every other conflict."""
     found = {}
+    for path in _records(state_dir, resolved):
+        if path.name not in found:
+            with contextlib.suppress(SagememError):
+                found[path.name] = _load(path)
+    return sorted(found.values(), key=lambda c: (c.created, c.id))
+
+
+def damaged_records(state_dir: Path) -> list[tuple[Path, str]]:
+    """(path, why) of each conflict record, open or resolved, that cannot be read."""
+    damaged = []
+    for resolved in (False, True):
+        for path in _records(state_dir, resolved):
+            try:
+                _load(path)
+            except SagememError as exc:
+                damaged.append((path, str(exc)))
+    return damaged
+
+
+def _records(state_dir: Path, resolved: bool) -> Iterator[Path]:
+    """The files that should each hold one conflict record, in the state dir and its fallback;
+    a folder reached through a link holds none of ours."""
+    pattern = _RESOLVED_NAME if resolved else _CONFLICT_ID
     for place in _places(state_dir):
         folder = _conflicts_dir(place) / ("resolved" if resolved else "")
         try:
             safe_folder(place, *folder.relative_to(place).parts, create=False)
         except SagememError:
-            continue  # a link: nothing of ours is there
-        if not folder.is_dir():
             continue
-        for path in folder.glob("*.json"):
-            if pattern.match(path.stem) and path.name not in found:
-                found[path.name] = _load(path)
-    return sorted(found.values(), key=lambda c: (c.created, c.id))
+        if folder.is_dir():
+            yield from sorted(p for p in folder.glob("*.json") if pattern.match(p.stem))
 
 
 def load_conflict(state_dir: Path, cid: str) -> Conflict:
@@ -297,32 +317,31 @@ def redact_conflicts(
     state_dir: Path, scan: Callable[[str], list[Any]], redact_text: Callable[[str, Any], str]
 ) -> list[str]:
     """Redact the secrets `scan` finds in both sides of every conflict record, open and
-    resolved, in place: a resolution can then never write a secret back."""
+    resolved, in place: a resolution can then never write a secret back. A record that cannot
+    be read as one is redacted as the text it is."""
     changes = []
-    for place in _places(state_dir):
-        for sub in ("", "resolved"):
-            folder = _conflicts_dir(place) / sub
+    for resolved in (False, True):
+        for path in _records(state_dir, resolved):
+            label = f"conflict {path.stem}{' (resolved)' if resolved else ''}"
             try:
-                safe_folder(place, *folder.relative_to(place).parts, create=False)
-            except SagememError:
-                continue
-            if not folder.is_dir():
-                continue
-            for path in sorted(folder.glob("*.json")):
-                if not (_RESOLVED_NAME if sub else _CONFLICT_ID).match(path.stem):
-                    continue
                 conflict = _load(path)
-                sides = {}
-                for side in ("disk", "proposed"):
-                    data = getattr(conflict, side)
-                    text = None if data is None else data.decode("utf-8", "replace")
-                    found = scan(text) if text else []
-                    if found:
-                        sides[side] = redact_text(text, found).encode("utf-8")
-                if sides:
-                    write_atomic(path, _dump(Conflict(**{**conflict.__dict__, **sides})))
-                    label = f"conflict {conflict.id}{' (resolved)' if sub else ''}"
-                    changes.append(f"{label}: {', '.join(sorted(sides))} redacted")
+            except SagememError:
+                raw = (read_state(path, MAX_RECORD_BYTES) or b"").decode("utf-8", "replace")
+                found = scan(raw)
+                if found:
+                    write_atomic(path, redact_text(raw, found).encode("utf-8"))
+                    changes.append(f"{label} (damaged record): {len(found)} redacted")
+                continue
+            sides = {}
+            for side in ("disk", "proposed"):
+                data = getattr(conflict, side)
+                text = None if data is None else data.decode("utf-8", "replace")
+                found = scan(text) if text else []
+                if found:
+                    sides[side] = redact_text(text, found).encode("utf-8")
+            if sides:
+                write_atomic(path, _dump(Conflict(**{**conflict.__dict__, **sides})))
+                changes.append(f"{label}: {', '.join(sorted(sides))} redacted")
     return changes
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,10 @@ WRITE_TOOLS = ("Write", "Edit", "MultiEdit")
 MAX_CONTEXT_BYTES = 9000
 # An event larger than this is not parsed (a harness sends a prompt of megabytes at most).
 MAX_EVENT_BYTES = 32 * 1024 * 1024
+# Seconds the hook spends bringing the index up to date before it answers from what is
+# indexed (`install` registers a 10 s timeout; a first build of a huge clone takes longer,
+# and goes on at the next prompt instead of being killed at every one).
+INDEX_SECONDS = 4.0
 HOOK_LOG = "hook.log"
 _ALIASES = {
     "session-start": "SessionStart",
@@ -87,6 +92,7 @@ def handle(
 ) -> dict[str, Any] | None:
     """The hook's output for one event, or None for "say nothing". Never raises."""
     state: Path | None = None
+    started = time.monotonic()
     try:
         data = json.loads(raw) if raw.strip() else {}
         if not isinstance(data, dict):
@@ -127,6 +133,7 @@ def handle(
             reset=reset,
             max_bytes=MAX_CONTEXT_BYTES,
             care=care,
+            deadline=started + INDEX_SECONDS,
         )
         if not injection.text:
             return None

@@ -57,7 +57,8 @@ _HISTORY = re.compile(
     r"\bwhat did (?:we|i)\b|之前|上次|以前|记得|先前|我们(?:定|说|讨论|商量)过",
     re.I,
 )
-_DONE_ITEM = re.compile(r"^\s*[-*] \[[xX]\]\s+(.+)$", re.M)
+# Blanks, not `\s`: `\s*` at a line start also crosses blank lines, quadratic in their number.
+_DONE_ITEM = re.compile(r"^[ \t]*[-*] \[[xX]\][ \t]+(.+)$", re.M)
 # Evidence that a checklist item was done: a command or path in backticks, a file name, a
 # path from the root or home, or a test result.
 _EVIDENCE = re.compile(
@@ -156,10 +157,12 @@ def inject(
     corpus: Corpus | None = None,
     max_bytes: int | None = None,
     care: Sequence[tuple[str, str]] = (),
+    deadline: float | None = None,
 ) -> Injection:
     """What to inject for `query`. `max_bytes` caps this one injection (a harness's limit);
     `care` holds (check, file) findings to tell the session once, at its start (archived
-    memories changed after archiving)."""
+    memories changed after archiving); past `deadline` (`time.monotonic()`), files not yet
+    indexed are left for the next call and the answer comes from what is indexed."""
     query = clip_query(query)
     if corpus is None:
         return corpus_module.using(
@@ -177,6 +180,7 @@ def inject(
                 max_bytes=max_bytes,
                 care=care,
             ),
+            deadline=deadline,
         )
     result = retrieve.search(corpus, query, settings)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
@@ -341,6 +345,7 @@ class _Plan:
             "omitted": len(omitted),
             "repeated": repeated,
             "intents": sorted(wants),
+            "not_indexed_yet": self.corpus.pending,
         }
         return Injection(
             text=text,

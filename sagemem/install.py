@@ -148,7 +148,8 @@ def apply(
     if harness == "claude-code" and scope == "project":
         files.append((cwd / ".mcp.json", lambda data: _mcp(data, add)))
     backups = Backups.for_scope(scope, cwd=cwd, home=home, env=env)
-    edits = [_plan(target, change, add, backups) for target, change in files]  # all checked first
+    inside = cwd if scope == "project" else None  # a project's files came with its clone
+    edits = [_plan(target, change, add, backups, inside) for target, change in files]  # all checked first
     for edit in edits if not dry_run else []:
         _write(edit, backups)
     outcomes = [edit.outcome for edit in edits]
@@ -182,11 +183,18 @@ class _Edit(NamedTuple):
     created_by_us: list[Path] | None  # the folders install made for it, if it made the file
 
 
-def _plan(path: Path, change: Change, add: bool, backups: Backups) -> _Edit:
+def _plan(path: Path, change: Change, add: bool, backups: Backups, inside: Path | None = None) -> _Edit:
     """Apply `change` to the JSON object in `path`, in memory. On uninstall, a file install
-    created that is left as `{}` is to be removed instead."""
+    created that is left as `{}` is to be removed instead. A link is written through (a
+    dotfiles link stays a link), but with `inside` (a project) only to a file in it: a
+    project's settings come with its clone, and a link there could aim anywhere."""
     shown = path
-    path = path.resolve() if path.is_symlink() else path  # a dotfiles link stays a link
+    path = path.resolve() if path.is_symlink() or path.parent.resolve() != path.parent else path
+    if inside is not None and not path.is_relative_to(inside.resolve()):
+        raise SagememError(
+            f"{shown}: leads out of the project (to {path}); sagemem does not write through it: "
+            "replace the link with a file, or install with --scope user; nothing was changed"
+        )
     original = read_config(shown)  # named as the person knows it, though it is a link
     try:
         data = json.loads(original.decode("utf-8")) if original else {}
@@ -353,10 +361,10 @@ def backup_beside(path: Path) -> Path:
 
 def mcp_is_ours(entry: Any) -> bool:
     """An MCP server entry in either form `install` writes: `<.../sagemem> mcp` or
-    `<python> -m sagemem mcp`. One with other arguments (`--dir`) is the person's own."""
+    `<python> [-P] -m sagemem mcp`. One with other arguments (`--dir`) is the person's own."""
     return isinstance(entry, dict) and (
         (entry.get("args") == ["mcp"] and "sagemem" in str(entry.get("command", "")))
-        or entry.get("args") == ["-m", "sagemem", "mcp"]
+        or entry.get("args") in (["-m", "sagemem", "mcp"], ["-P", "-m", "sagemem", "mcp"])
     )
 
 

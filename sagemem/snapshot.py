@@ -96,7 +96,7 @@ def create(
 
 def load(state_dir: Path, sid: str) -> Snapshot:
     """The snapshot `sid`, verified against its manifest (`SnapshotInvalid` otherwise)."""
-    if not _ID.match(sid):
+    if not _ID.match(sid) or _from_the_future(sid):
         raise SnapshotInvalid(f"{sid}: no such snapshot")
     path = folder(state_dir) / sid
     try:
@@ -124,12 +124,22 @@ def listing(state_dir: Path) -> list[Snapshot]:
     if not base.is_dir():
         return []
     for item in sorted(base.iterdir()):
-        if _ID.match(item.name) and not item.is_symlink():
+        if _ID.match(item.name) and not item.is_symlink() and not _from_the_future(item.name):
             try:
                 found.append(_from_manifest(_manifest(item), item))
             except (OSError, SagememError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
                 continue
     return found
+
+
+def _from_the_future(sid: str) -> bool:
+    """An id dated more than a day ahead is no snapshot this machine took: counted among the
+    newest, such ids (a clone may carry them) would have every new snapshot pruned at once."""
+    try:
+        taken = dt.datetime.strptime(sid, "%Y%m%d-%H%M%S-%f").replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        return True
+    return taken > dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
 
 
 def _manifest(path: Path) -> dict[str, Any]:

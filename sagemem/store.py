@@ -47,6 +47,7 @@ from .text import to_lf
 
 GITIGNORE_LINES = (".sagemem/", ".*.tmp")
 MAX_DOTFILE_BYTES = 1024 * 1024
+MAX_GIT_LOOKUPS = 20  # archived memories changed after archiving whose last commit `check` names
 GITATTRIBUTES_LINES = ("*.md text eol=lf", "MEMORY.md merge=union")
 
 
@@ -464,6 +465,7 @@ class MemoryStore:
         except SagememError as exc:
             unreadable.append((index_name, getattr(exc, "rule", str(exc))))
             index_text = ""
+        unreadable += [(f"conflict record {p.name}", why) for p, why in guard.damaged_records(self.state_dir)]
         try:
             archived = self.archived()
             changed = self._archived_changes_in_detail(archived)
@@ -505,7 +507,7 @@ class MemoryStore:
         commit that last changed it, where git knows."""
         by_name = {m.file: m for m in archived}
         found = []
-        for name, sealed, now in self.archived_changes():
+        for count, (name, sealed, now) in enumerate(self.archived_changes()):
             memory = by_name.get(name)
             extra = memory.extra if memory else {}
             path = self.memory_dir / archive_module.ARCHIVE_DIR / name
@@ -517,7 +519,8 @@ class MemoryStore:
                     "reason": str(extra.get("archived_reason", "")),
                     "sealed": sealed,
                     "now": now,
-                    "commit": gitinfo.last_change(self.memory_dir, path),
+                    # git is asked about the first few only: thousands would take minutes
+                    "commit": gitinfo.last_change(self.memory_dir, path) if count < MAX_GIT_LOOKUPS else None,
                 }
             )
         return found
@@ -536,8 +539,11 @@ class MemoryStore:
         for snap in snapshot_module.listing(self.state_dir):
             for item in snap.files:
                 with contextlib.suppress(SagememError, KeyError, TypeError):
-                    data = read_bytes(snap.path / "files" / str(item["name"]), limit=MAX_COPY_BYTES)
-                    found.append((f"snapshot {snap.id}: {item['name']}", data.decode("utf-8", "replace")))
+                    name = str(item["name"])
+                    if name_key(name) != name_key(INDEX_NAME):
+                        check_name(name)  # a manifest may have come with a clone: no `../`
+                    data = read_bytes(snap.path / "files" / name, limit=MAX_COPY_BYTES)
+                    found.append((f"snapshot {snap.id}: {name}", data.decode("utf-8", "replace")))
         for resolved in (False, True):
             with contextlib.suppress(SagememError):
                 for c in guard.list_conflicts(self.state_dir, resolved=resolved):
@@ -545,6 +551,10 @@ class MemoryStore:
                         if data:
                             label = f"conflict {c.id}{' (resolved)' if resolved else ''}, {side}"
                             found.append((label, data.decode("utf-8", "replace")))
+        for path, _ in guard.damaged_records(self.state_dir):  # a secret may sit in one too
+            with contextlib.suppress(SagememError, OSError):
+                raw = read_state(path, guard.MAX_RECORD_BYTES) or b""
+                found.append((f"conflict record {path.name} (damaged)", raw.decode("utf-8", "replace")))
         return found
 
     def purge_secrets(self) -> list[str]:
@@ -616,7 +626,7 @@ class MemoryStore:
         """Copy every memory and MEMORY.md into a new snapshot, then keep only the newest."""
         with self._snapshots_locked():
             made = self._take_snapshot(label, kind)
-            snapshot_module.prune(self.state_dir, self.settings().snapshot_keep)
+            snapshot_module.prune(self.state_dir, self.settings().snapshot_keep, keep_ids={made.id})
         return made
 
     def snapshots(self) -> list[snapshot_module.Snapshot]:
@@ -655,7 +665,9 @@ class MemoryStore:
                     f"rollback to {snapshot_id} stopped after {len(restored)} file(s): {exc}; the state "
                     f"before it is snapshot {protection.id}"
                 ) from exc
-            snapshot_module.prune(self.state_dir, self.settings().snapshot_keep, keep_ids={snapshot_id})
+            snapshot_module.prune(
+                self.state_dir, self.settings().snapshot_keep, keep_ids={snapshot_id, protection.id}
+            )
         retired, kept = [], []
         if scope == "all":
             keys = {name_key(name) for name in wanted}

@@ -31,6 +31,9 @@ RUNS = rf"[{CJK}]+|[^\W_{CJK}](?:(?:[^\W{CJK}]|[.\-])*[^\W_{CJK}])?"
 _WORDS = re.compile(r"[^\W_](?:[\w.\-]*[^\W_])?")
 _PARTS = re.compile(r"[^\W_]+")
 MAX_WORD_CHARS = 8
+# Characters of one memory that jieba segments; the rest is indexed by character pairs. A
+# memory of ordinary length never comes near it; a half-megabyte one would cost seconds.
+MAX_SEGMENTED_CHARS = 50_000
 # Stop words that still end an English compound (setup, workout, shutdown, backup, signoff).
 _PARTICLES = frozenset({"up", "out", "down", "off", "over"})
 
@@ -96,11 +99,17 @@ def latin_tokens(piece: str) -> list[str]:
     return whole + [stem(p) for p in parts if len(p) > 1 and p not in STOP_EN]
 
 
-def document_tokens(text: str) -> list[str]:
-    """The tokens of memory text (jieba is loaded on the first Chinese text)."""
+def document_tokens(text: str, *, words: int = MAX_SEGMENTED_CHARS) -> list[str]:
+    """The tokens of memory text (jieba is loaded on the first Chinese text). jieba cuts
+    words out of at most `words` characters of Chinese; the rest gets its character pairs
+    only, as jieba takes seconds per hundred thousand characters."""
     tokens: list[str] = []
     for piece, _, _, chinese in runs(normalize(text)):
-        tokens += _segment(piece) if chinese else latin_tokens(piece)
+        if not chinese:
+            tokens += latin_tokens(piece)
+            continue
+        tokens += _segment(piece, piece[: max(words, 0)])
+        words -= len(piece)
     return tokens
 
 
@@ -163,13 +172,13 @@ def has_cjk(text: str) -> bool:
     return not text.isascii() and _chinese().search(text) is not None
 
 
-def _segment(run: str) -> list[str]:
-    """jieba's words of two or more characters, then every character pair of the run's
-    content (stop words taken out): the pairs keep names and terms that jieba cuts into
-    single characters findable."""
+def _segment(run: str, head: str) -> list[str]:
+    """jieba's words of two or more characters in `head` (the run, or as much of it as jieba
+    is given), then every character pair of the run's content (stop words taken out): the
+    pairs keep names and terms that jieba cuts into single characters findable."""
     if len(run) == 1:
         return [] if run in STOP_ZH_CHARS else [run]
-    words = [w for w in _jieba().cut_for_search(run) if len(w) > 1 and w not in STOP_ZH]
+    words = [w for w in _jieba().cut_for_search(head) if len(w) > 1 and w not in STOP_ZH] if head else []
     return words + [p for part in _content(run) for p in _pairs(part)]
 
 

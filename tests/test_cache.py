@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -361,3 +362,30 @@ def test_postings_found_damaged_by_a_query_are_rebuilt(dance: MemoryStore, damag
     assert [h.file for h in dance.search("kerfuffle trophy").hits] == expected
     injected = dance.inject("kerfuffle trophy")
     assert [s.file for s in injected.snippets] == expected
+
+
+def test_a_call_with_a_deadline_indexes_what_it_can_and_the_next_goes_on(tmp_path: Path) -> None:
+    """The prompt hook's budget: past its deadline a call answers from what is indexed, at
+    least one file further each time, and ends where a build without a deadline ends."""
+    files = {
+        f"project_zh{n}.md": f"---\ndescription: 部署说明 {n}\n---\n\n上线步骤 第{n}条\n" for n in range(5)
+    }
+    store = make(tmp_path / "mem", files)
+    left = []
+    for _ in range(10):
+        corpus = load(store.memory_dir, store.state_dir, deadline=time.monotonic() - 1)  # passed already
+        left.append(corpus.pending)
+        corpus.close()
+        if not left[-1]:
+            break
+    assert left == [4, 3, 2, 1, 0]
+    assert contents(load(store.memory_dir, store.state_dir)) == contents(fresh(store))
+
+
+def test_jieba_cuts_at_most_a_bounded_part_of_one_memory() -> None:
+    from sagemem.tokenize import MAX_SEGMENTED_CHARS, document_tokens
+
+    text = "部署上线回滚" * (MAX_SEGMENTED_CHARS // 3)
+    whole, paired = document_tokens(text), document_tokens(text, words=0)
+    assert set(paired) <= set(whole) and "部署" in paired  # the pairs are always there
+    assert len(whole) - len(paired) < len(document_tokens(text[:MAX_SEGMENTED_CHARS]))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore, cache, session
+from sagemem import MemoryStore, SagememError, cache, guard, session
 
 from .test_git import git
 
@@ -63,8 +63,9 @@ def commit_and_clone(repo: Path, where: Path) -> Path:
 
 
 def run(args: list[str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    # -P: `-m` alone would import a clone's own `sagemem/` from the working directory.
     return subprocess.run(
-        [sys.executable, "-m", "sagemem", *args],
+        [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "sagemem", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -260,6 +261,213 @@ def test_a_harness_settings_file_that_never_ends_is_refused_by_install_and_docto
     clone = commit_and_clone(repo, tmp_path / "victim")
     harness = {".claude": "claude-code", ".gemini": "gemini", ".codex": "codex"}[settings.split("/")[0]]
     installed = run(["install", harness], clone)
+    assert installed.returncode == 1 and f"{settings}: leads out of the project" in installed.stderr
+    inside = clone / "fifo"  # a link that stays in the project, to a FIFO made there
+    os.mkfifo(inside)
+    (clone / settings).unlink()
+    (clone / settings).symlink_to(inside)
+    installed = run(["install", harness], clone)
     assert installed.returncode == 1 and f"{settings}: is not a regular file" in installed.stderr
     assert (clone / settings).is_symlink()  # nothing written in its place
     assert run(["doctor"], clone).returncode in (0, 1)  # answered, not hung
+
+
+# -- found by trying to break the above ------------------------------------------------------
+
+
+def forge_index(repo: Path, clone: Path, script: str) -> None:
+    """A committed index at the name the clone's path gives it (guessable: CI paths are)."""
+    db = state(repo) / "cache" / cache.db_name(clone / ".sagemem" / "memory")
+    db.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(db)
+    conn.executescript(script)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        # a trigger that fills the disk on the first insert
+        cache.SCHEMA + "INSERT INTO meta VALUES('format', 5); CREATE TABLE junk(b BLOB);"
+        "CREATE TRIGGER t AFTER INSERT ON files BEGIN INSERT INTO junk WITH RECURSIVE n(i) AS"
+        " (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 50) SELECT zeroblob(1000000) FROM n; END;",
+        # `files` as a view over an endless recursion
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID; INSERT INTO meta VALUES('format', 5);"
+        "CREATE VIEW files(doc, name, stamp, version, baseline, entry, tokens, problem) AS"
+        " WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c)"
+        " SELECT x, 'f'||x||'.md', 's', 'v', 0, NULL, NULL, NULL FROM c;"
+        "CREATE TABLE terms(term TEXT PRIMARY KEY, descriptions BLOB, paragraphs BLOB) WITHOUT ROWID;"
+        "CREATE TABLE arrays(name TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;",
+    ],
+    ids=["trigger", "endless view"],
+)
+def test_a_forged_index_runs_none_of_its_sql(tmp_path: Path, script: str) -> None:
+    repo = make_repo(tmp_path)
+    forge_index(repo, tmp_path / "victim", script)
+    clone = commit_and_clone(repo, tmp_path / "victim")
+    assert "make deploy-prod" in prompt(clone)  # answered from an index built anew
+    db = state(clone) / "cache" / cache.db_name(clone / ".sagemem" / "memory")
+    conn = sqlite3.connect(db)
+    names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "junk" not in names and "t" not in names
+    assert db.stat().st_size < 1_000_000
+
+
+def test_a_bare_repository_inside_the_memory_dir_runs_nothing_for_check(tmp_path: Path) -> None:
+    """A clone can carry `HEAD`, `config` and `objects/` in `.sagemem/memory/`: git would take
+    that folder for a repository, config and all (here: a gpg program for a signed commit)."""
+    repo = make_repo(tmp_path)
+    memory = repo / ".sagemem" / "memory"
+    MemoryStore(memory).archive("project_deploy.md", reason="test")
+    archived = memory / "archive" / "project_deploy.md"
+    archived.write_text(archived.read_text().replace("make deploy-prod", "make deploy-prod NOW"))
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    git(inner, "init", "-q", "-b", "main")
+    shutil.copytree(memory / "archive", inner / "archive")
+    git(inner, "add", "-A")
+    git(inner, "commit", "-qm", "x")
+    tree = git(inner, "rev-parse", "HEAD^{tree}").stdout.strip()
+    signed = (
+        f"tree {tree}\nauthor a <a@b> 1 +0000\ncommitter a <a@b> 1 +0000\n"
+        "gpgsig -----BEGIN PGP SIGNATURE-----\n \n x\n -----END PGP SIGNATURE-----\n\nsigned\n"
+    )
+    commit = subprocess.run(
+        ["git", "-C", str(inner), "hash-object", "-t", "commit", "-w", "--stdin"],
+        input=signed,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    git(inner, "update-ref", "refs/heads/main", commit)
+    shutil.copytree(inner / ".git" / "objects", memory / "objects")
+    (memory / "HEAD").write_text("ref: refs/heads/main\n")
+    (memory / "refs" / "heads").mkdir(parents=True)
+    (memory / "refs" / "heads" / "main").write_text(commit + "\n")
+    marker = tmp_path / "PWNED"
+    (memory / "config").write_text(
+        "[core]\n\tbare = true\n\trepositoryformatversion = 0\n[log]\n\tshowSignature = true\n"
+        "[gpg]\n\tprogram = ./pwn.sh\n"
+    )
+    (memory / "pwn.sh").write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    (memory / "pwn.sh").chmod(0o755)
+    clone = commit_and_clone(repo, tmp_path / "victim")
+    checked = run(["check"], clone)
+    assert "archived-changed:" in checked.stdout
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P is 3.11's")
+def test_doctor_never_runs_a_projects_own_sagemem(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    marker = tmp_path / "PWNED"
+    (repo / "sagemem").mkdir()
+    (repo / "sagemem" / "__init__.py").write_text("")
+    (repo / "sagemem" / "__main__.py").write_text(f"open({str(marker)!r}, 'w')\n")
+    command = f"{sys.executable} -m sagemem hook claude-code UserPromptSubmit"
+    hooks = {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": command, "timeout": 10}]}]}
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+    server = {"command": sys.executable, "args": ["-m", "sagemem", "mcp"]}
+    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"sagemem": server}}))
+    clone = commit_and_clone(repo, tmp_path / "victim")
+    done = run(["doctor"], clone)
+    assert done.returncode == 1 and not marker.exists()
+    assert done.stdout.count("in a project that has its own") == 2
+
+
+def test_snapshots_dated_in_the_future_cost_no_snapshot_of_ours(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    memory = repo / ".sagemem" / "memory"
+    data = (memory / "project_deploy.md").read_bytes()
+    for n in range(13):
+        sid = f"99991231-235959-{n:06d}"
+        folder = state(repo) / "snapshots" / sid
+        (folder / "files").mkdir(parents=True)
+        (folder / "files" / "project_deploy.md").write_bytes(data)
+        entry = {"name": "project_deploy.md", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        manifest = {"schema": 1, "id": sid, "kind": "manual" if n < 10 else "protection", "label": ""}
+        manifest.update(created="9999-12-31T23:59:59+00:00", files=[entry])
+        (folder / "MANIFEST.json").write_text(json.dumps(manifest))
+    clone = commit_and_clone(repo, tmp_path / "victim")
+    store = MemoryStore(clone / ".sagemem" / "memory")
+    made = store.snapshot(label="mine")
+    assert made.path.is_dir() and [s.id for s in store.snapshots()] == [made.id]
+    with pytest.raises(SagememError, match="no such snapshot"):
+        store.rollback("99991231-235959-000000")
+
+
+def test_a_damaged_conflict_record_hides_no_other(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    (state(repo) / "conflicts").mkdir(parents=True)
+    (state(repo) / "conflicts" / "0000000000000000.json").write_text("{}")
+    clone = commit_and_clone(repo, tmp_path / "victim")
+    store = MemoryStore(clone / ".sagemem" / "memory")
+    memory = store.read("project_deploy.md")
+    (store.memory_dir / memory.file).write_text(memory.text + "\nedited by hand\n")
+    token = "ghp_" + "Zx9" * 12
+    guard.record_refusal(
+        store.memory_dir / memory.file,
+        memory.version,
+        f"{memory.text}\ntoken {token}\n".encode(),
+        store.state_dir,
+        "t",
+        "r",
+    )
+    listed = run(["conflicts", "--json"], clone)
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1
+    findings = {(f.check, f.file) for f in store.check().findings}
+    assert ("unreadable", "conflict record 0000000000000000.json") in findings
+    assert any(check == "secret-copy" for check, _ in findings)
+    assert run(["purge-secrets"], clone).returncode == 0
+    assert token not in json.dumps(store.conflicts()[0].to_dict())
+
+
+def test_a_manifest_name_cannot_make_check_read_outside(tmp_path: Path) -> None:
+    outside = tmp_path / "credentials"
+    outside.write_text("token ghp_" + "Zx9" * 12 + "\n")
+    repo = make_repo(tmp_path)
+    folder = state(repo) / "snapshots" / "20200101-000000-000000"
+    (folder / "files").mkdir(parents=True)
+    (folder / "files" / "keep.md").write_text("x")
+    name = "../" * 12 + str(outside).lstrip("/")
+    manifest = {"schema": 1, "id": folder.name, "kind": "manual", "label": "", "created": "2020-01-01"}
+    manifest["files"] = [{"name": name, "bytes": 1, "sha256": "0" * 64}]
+    (folder / "MANIFEST.json").write_text(json.dumps(manifest))
+    clone = commit_and_clone(repo, tmp_path / "victim")
+    checked = run(["check"], clone)
+    assert "secret" not in checked.stdout.replace("state-tracked", "")
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["a " + "`" * 3000, "[" * 200_000, "`a" * 50_000, "x [[" * 30_000],
+    ids=["backticks", "brackets", "ticks and letters", "link openers"],
+)
+def test_check_reads_long_lines_of_markup_in_one_pass(tmp_path: Path, body: str) -> None:
+    """Each took minutes in a regular expression. Run in a process with a limit, so a
+    relapse fails instead of stalling the suite; nothing here is a speed measurement."""
+    store = MemoryStore(tmp_path / "mem")
+    store.init()
+    (store.memory_dir / "project_markup.md").write_text(f"---\ndescription: markup\n---\n\n{body}\n")
+    done = run(["--dir", str(store.memory_dir), "check"], tmp_path)
+    assert done.returncode in (0, 1) and "1 memory" in done.stdout
+
+
+def test_a_task_checkpoint_of_blank_lines_is_read_in_one_pass(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem")
+    store.init()
+    store.create(type="project", name="deploy", description="How we deploy to production", body="make it")
+    folder = store.state_dir / "tasks" / "main"
+    folder.mkdir(parents=True)
+    (folder / "WORKING.md").write_text("\n" * 400_000 + "- [x] shipped\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "--dir", str(store.memory_dir), "inject", "-q", QUESTION],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SAGEMEM_TASK_ID": "main"},
+        timeout=TIMEOUT,
+    )
+    assert "Task checkpoint: main" in done.stdout and '"shipped"' in done.stdout

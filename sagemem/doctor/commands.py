@@ -35,11 +35,25 @@ def sagemem_rest(words: list[str]) -> list[str] | None:
         rest = words[1:]
     elif _PYTHON.fullmatch(name) and words[1:3] == ["-m", "sagemem"]:
         rest = words[3:]
+    elif _PYTHON.fullmatch(name) and words[1:4] == ["-P", "-m", "sagemem"]:
+        rest = words[4:]
     else:
         return None
     while len(rest) > 1 and rest[0] in ("--dir", "--state-dir"):
         rest = rest[2:]
     return rest
+
+
+def shadowed(words: list[str], places: Places) -> str | None:
+    """The project's own `sagemem` that `<python> -m sagemem` (without `-P`) would import
+    instead of the installed one: `-m` puts the working directory first on the path, and the
+    harness runs the hook in the project."""
+    if len(words) < 3 or not _PYTHON.fullmatch(Path(words[0]).name) or words[1:3] != ["-m", "sagemem"]:
+        return None
+    for candidate in (places.cwd / "sagemem", places.cwd / "sagemem.py"):
+        if candidate.exists() or candidate.is_symlink():
+            return str(candidate)
+    return None
 
 
 def hook_words(hook: Hook) -> list[str] | None:

@@ -14,7 +14,7 @@ import os
 import shlex
 from pathlib import Path
 
-from .commands import hook_words, interpreter, resolve, sagemem_rest
+from .commands import hook_words, interpreter, resolve, sagemem_rest, shadowed
 from .findings import PROBLEM, Finding, ok, problem, unknown
 from .places import Places
 from .process import Failed, Session, last_line, run
@@ -50,6 +50,14 @@ def hook_findings(hooks: list[Hook], places: Places, runs: Runs) -> list[Finding
                 f"{where} was not run: `{hook.command}` is not a line sagemem writes (doctor runs only those)"
             )
             findings.append(unknown(hook.harness, "hook", text, hook.path))
+            continue
+        own = shadowed(words, places)
+        if own is not None:
+            text = (
+                f"{where} runs `python -m sagemem` in a project that has its own {own}: the harness "
+                "would import that instead of sagemem (doctor does not run it)"
+            )
+            findings.append(problem(hook.harness, "hook", text, fix, hook.path))
             continue
         found = resolve(words[0], places)
         if found.path is None:
@@ -167,6 +175,10 @@ def _test_mcp(entry: McpEntry, places: Places) -> Finding:
             f"was not started: `{shlex.join(argv)}` is not an entry sagemem writes (doctor starts only those)"
         )
         return unknown(entry.harness, "mcp", text)
+    own = shadowed(argv, places)
+    if own is not None:
+        text = f"runs `python -m sagemem` in a project that has its own {own}, which would run instead"
+        return problem(entry.harness, "mcp", text, "")
     found = resolve(entry.command, places)
     if found.path is None:
         return problem(entry.harness, "mcp", f"runs {entry.command}, which {found.problem}", "")

@@ -42,7 +42,8 @@ def _spawn(argv: list[str], places: Places, env: Mapping[str, str] | None = None
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=places.cwd,
-        env=dict(places.env if env is None else env),
+        # A Python child never puts the working directory (a stranger's project) on its path.
+        env={**(places.env if env is None else env), "PYTHONSAFEPATH": "1"},
         start_new_session=os.name != "nt",  # a group of its own: a timeout ends all it started
     )
 
