@@ -45,6 +45,7 @@ _ALIASES = {
 # What every injection starts with: a prompt that carries it is sagemem's own text coming
 # back (a harness re-firing the prompt event with injected context), not a user's question.
 OWN_MARKERS = ("(sagemem, from ", "（sagemem，来自 ")
+_HOOK_CONTEXT_OPEN, _HOOK_CONTEXT_CLOSE = "<hook_context>", "</hook_context>"
 
 
 def main(argv: list[str], *, memory_dir: str | None = None, state_dir: str | None = None) -> int:
@@ -63,6 +64,21 @@ def main(argv: list[str], *, memory_dir: str | None = None, state_dir: str | Non
         except (OSError, AttributeError, ValueError):
             pass  # the harness closed the pipe (a timeout): nothing left to do
     return 0
+
+
+def _question(prompt: str) -> str:
+    """The person's words in a prompt event. Gemini CLI in `-p` mode puts what SessionStart
+    hooks said in front of them, as `<hook_context>...</hook_context>` blocks: sagemem's own
+    baseline among them, which would read as sagemem's text coming back and silence the
+    answer to the question."""
+    while True:
+        head = prompt.lstrip()
+        if not head.startswith(_HOOK_CONTEXT_OPEN):
+            return prompt
+        end = head.find(_HOOK_CONTEXT_CLOSE)
+        if end < 0:
+            return prompt
+        prompt = head[end + len(_HOOK_CONTEXT_CLOSE) :]
 
 
 def _read_event() -> str | None:
@@ -120,7 +136,7 @@ def handle(
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
             care = _session_start(location.memory_dir, location.state_dir)
         else:
-            query, reset = str(data.get("prompt") or ""), False
+            query, reset = _question(str(data.get("prompt") or "")), False
             if any(marker in query for marker in OWN_MARKERS):
                 return None
         settings = load_settings(location.state_dir, env)

@@ -62,7 +62,8 @@ RECORD = "install-record.json"  # in the backup folder: the files install create
 MAX_RECORD_BYTES = 256 * 1024
 CODEX_TRUST_NOTE = (
     "trust sagemem's hooks in Codex: start `codex`, type /hooks and trust them (Codex runs a new or"
-    " changed hook only once you have; `sagemem doctor` checks it)"
+    " changed hook only once you have; `sagemem doctor` checks it). A Codex build from before hooks"
+    " were on by default also needs `[features]` `codex_hooks = true` in ~/.codex/config.toml"
 )
 
 Change = Callable[[dict[str, Any]], list[str]]

@@ -139,6 +139,24 @@ def test_sagemem_text_coming_back_as_a_prompt_is_not_a_question(project: Path) -
     assert again.stdout == ""
 
 
+def test_a_gemini_prompt_led_by_hook_context_still_gets_its_answer(project: Path) -> None:
+    """Gemini CLI in `-p` mode puts the SessionStart context before the question, in
+    `<hook_context>` blocks; sagemem's own text among them is not the question."""
+    start = hook(
+        ["gemini", "SessionStart"],
+        {**GEMINI_PROMPT, "hook_event_name": "SessionStart", "cwd": str(project), "source": "startup"},
+        project,
+    )
+    baseline = context(start, "SessionStart")
+    assert "I teach evening classes" in baseline  # the baseline memory
+    prompt = f"<hook_context>{baseline}</hook_context>\n<hook_context>other</hook_context>\n\n{QUESTION}"
+    answer = context(
+        hook(["gemini", "BeforeAgent"], {**GEMINI_PROMPT, "cwd": str(project), "prompt": prompt}, project),
+        "BeforeAgent",
+    )
+    assert "Fifth Street" in answer
+
+
 def test_the_hook_path_skips_click(project: Path) -> None:
     code = (
         "import sys, io; sys.argv = ['sagemem', 'hook', 'claude-code']; sys.stdin = io.StringIO('')\n"

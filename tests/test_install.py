@@ -250,6 +250,7 @@ def test_codex_says_a_new_or_changed_hook_needs_trust(tmp_path: Path, runs_as: U
     assert first["files"][0]["created"]
     assert "/hooks" in first["todo"] and "sagemem doctor" in first["todo"]
     assert "only in a project you have trusted" in first["todo"]
+    assert "codex_hooks = true" in first["todo"]  # the flag older Codex builds need
     assert "/hooks" not in (apply("codex", "project", add=True, cwd=tmp_path)["todo"] or "")
     runs_as("/opt/b/bin/sagemem")  # the environment moved: the command changes, trust must be given again
     moved = apply("codex", "project", add=True, cwd=tmp_path)
