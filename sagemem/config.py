@@ -1,4 +1,15 @@
-"""Where the memory directory and the state directory are: the one place that reads the environment.
+"""Where the memory directories and their state directories are: the one place that reads
+the environment.
+
+A memory set is an ordered list of scopes, each a whole memory directory with its own index,
+state, guard and locks (`locate_scopes`): the project's memory (the nearest `.sagemem/memory`
+above the current directory), the user's (`~/.sagemem/memory`, or sage-mem's), and Claude
+Code's auto-memory folder for this project when it exists (`native.py`; sagemem keeps its
+state for it under `~/.sagemem/adopted/`, never in Claude's folder). An explicit directory
+(`--dir`, `SAGEMEM_DIR`, `SAGE_MEM_DIR`) is a set of one. The `scopes` setting names the
+scopes to use. The first scope's state holds the session ledger and the settings.
+
+One directory (`locate`), as the single-directory commands use it:
 
 Memory directory, first match wins: an explicit path (`--dir`), `SAGEMEM_DIR`, `SAGE_MEM_DIR`
 (for people moving from sage-mem), the nearest `.sagemem/memory` walking up from the
@@ -23,6 +34,32 @@ from .files import read_state
 PROJECT_DIR = Path(".sagemem") / "memory"
 STATE_DIR_NAME = ".sagemem"
 MAX_SETTINGS_BYTES = 64 * 1024
+
+
+SCOPE_NAMES = ("project", "user", "claude")
+ADOPTED_DIR = Path(".sagemem") / "adopted"  # under the home folder: state for harnesses' folders
+
+
+class Scope(NamedTuple):
+    """One memory directory of a set: its name (`project`, `user`, `claude`, or `dir` for a
+    directory chosen by hand), where its memories and its state are, why it is in the set,
+    and where the locks that guard writes to its files live."""
+
+    name: str
+    memory_dir: Path
+    state_dir: Path
+    rule: str
+    lock_dir: Path
+    native: bool = False  # a harness's own folder: sagemem writes nothing there but memories
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "memory_dir": str(self.memory_dir),
+            "state_dir": str(self.state_dir),
+            "rule": self.rule,
+            "native": self.native,
+        }
 
 
 class Location(NamedTuple):
@@ -109,6 +146,77 @@ def locate(
     return Location(found, state, rule, state_rule)
 
 
+def locate_scopes(
+    memory_dir: str | os.PathLike[str] | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> list[Scope]:
+    """The scopes of the memory set for `cwd`, in order (see the module docstring). The set
+    is never empty: with no directory at all it holds the one `locate` names, for messages
+    such as `run sagemem init`."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else cwd
+    first = locate(memory_dir, state_dir, env=env, cwd=cwd)
+    explicit = memory_dir is not None or any(env.get(n) for n in ("SAGEMEM_DIR", "SAGE_MEM_DIR"))
+    if explicit:
+        return [_scope("dir", first.memory_dir, first.state_dir, first.rule)]
+    found: list[Scope] = []
+    if first.rule.startswith("project memory"):
+        found.append(_scope("project", first.memory_dir, first.state_dir, first.rule))
+    user, user_rule = _user_dir(env)
+    if user.is_dir() and not any(_same(user, s.memory_dir) for s in found):
+        state = first.state_dir if not found else user / STATE_DIR_NAME
+        found.append(_scope("user", user, state, user_rule))
+    claude = _claude_dir(cwd, env)
+    if claude is not None and not any(_same(claude, s.memory_dir) for s in found):
+        home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+        key = hashlib.sha256(str(claude).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        state = first.state_dir if not found else home / ADOPTED_DIR / f"claude-{key}"
+        rule = "Claude Code's auto memory for this project (read as a scope; its state kept apart)"
+        found.append(Scope("claude", claude, state, rule, state / "locks", native=True))
+    if not found:
+        return [_scope("user" if first.rule.startswith("user") else "dir", *first[:3])]
+    wanted = load_settings(found[0].state_dir, env).scopes
+    kept = [s for s in found if s.name in wanted] or found[:1]
+    if kept[0] is not found[0] and (state_dir is not None or env.get("SAGEMEM_STATE_DIR")):
+        kept[0] = kept[0]._replace(state_dir=found[0].state_dir)  # a chosen state dir is the first's
+    return kept
+
+
+def _scope(name: str, memory_dir: Path, state_dir: Path, rule: str) -> Scope:
+    return Scope(name, memory_dir, state_dir, rule, memory_dir / STATE_DIR_NAME / "locks")
+
+
+def _user_dir(env: Mapping[str, str]) -> tuple[Path, str]:
+    user = user_memory_dir(env)
+    sage_mem = user.parent.parent / ".sage-mem" / "memory"
+    if not user.is_dir() and sage_mem.is_dir():
+        return sage_mem, "sage-mem's memory (~/.sage-mem/memory)"
+    return user, "user memory (~/.sagemem/memory)"
+
+
+def _claude_dir(cwd: Path, env: Mapping[str, str]) -> Path | None:
+    """Claude Code's auto-memory folder for `cwd`, when it exists and is a real folder."""
+    from .native import claude_memory_dir
+
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    folder = claude_memory_dir(cwd, home, env)
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    return folder if stat.S_ISDIR(info.st_mode) else None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a == b or os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _memory_dir(
     explicit: str | os.PathLike[str] | None, env: Mapping[str, str], cwd: Path
 ) -> tuple[Path, str]:
@@ -162,6 +270,7 @@ class Settings(NamedTuple):
     archive_reference_days: int = 180
     archive_user_days: int = 365
     snapshot_keep: int = 10  # snapshots kept besides the last 3 taken before rollbacks
+    scopes: tuple[str, ...] = SCOPE_NAMES  # the scopes of the memory set to use
     debug: bool = False  # one diagnostic line per call on stderr
 
     def to_dict(self) -> dict[str, object]:
@@ -205,6 +314,10 @@ def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Sett
     lang = env.get("SAGEMEM_LANG") or stored.get("lang")
     if isinstance(lang, str) and lang.lower()[:2] in ("en", "zh"):
         values["lang"] = lang.lower()[:2]
+    scopes = env.get("SAGEMEM_SCOPES") or stored.get("scopes")
+    names = scopes.split(",") if isinstance(scopes, str) else scopes if isinstance(scopes, list) else None
+    if names is not None:
+        values["scopes"] = tuple(n.strip() for n in names if isinstance(n, str) and n.strip() in SCOPE_NAMES)
     values["debug"] = env.get("SAGEMEM_DEBUG", "") not in ("", "0", "false", "no")
     values["task"] = env.get("SAGEMEM_TASK_ID", "")
     return Settings(**values)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ import re
 import sqlite3
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -355,6 +355,32 @@ def using(
                 if not use_cache or not cache.damaged(exc):
                     raise
                 corpus.discard()
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def using_all(
+    places: Sequence[tuple[Path, Path]],
+    work: Callable[[list[Corpus]], T],
+    *,
+    deadline: float | None = None,
+) -> T:
+    """`using` for several directories at once ((memory dir, state dir) each): the work gets
+    their corpora in order. Damage found by the work rebuilds them all once (it cannot tell
+    which), then, found again, the work is done on indexes built in memory."""
+    if len(places) == 1:
+        return using(*places[0], lambda corpus: work([corpus]), deadline=deadline)
+    for use_cache in (True, True, False):
+        corpora = [load(m, s, use_cache=use_cache, deadline=deadline) for m, s in places]
+        try:
+            return work(corpora)
+        except (cache.CacheDamaged, sqlite3.DatabaseError) as exc:
+            if not use_cache or not cache.damaged(exc):
+                raise
+            for corpus in corpora:
+                corpus.discard()
+        finally:
+            for corpus in corpora:
+                corpus.close()
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 

@@ -136,13 +136,16 @@ def matches(actual: str | None, expected: str | None) -> bool:
 
 
 @contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold the cross-process lock for one file of the memory dir (a memory, or MEMORY.md).
+def file_lock(path: Path, lock_dir: Path | None = None) -> Iterator[None]:
+    """Hold the cross-process lock for one file of the memory dir (a memory, or MEMORY.md),
+    in `<memory dir>/.sagemem/locks/`, or in `lock_dir` for a harness's own folder, where
+    sagemem keeps nothing of its own.
 
     While it is held nobody else writes that file, so temp files left for it by a killed
     writer are partial copies of writes that never happened: they are removed.
     """
-    locks = safe_folder(path.parent / STATE_DIR_NAME, "locks")
+    where = lock_dir if lock_dir is not None else path.parent / STATE_DIR_NAME / "locks"
+    locks = safe_folder(where.parent, where.name)
     with exclusive(locks / f"{name_key(path.name)}.lock", LOCK_TIMEOUT):
         for temp in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
             with contextlib.suppress(FileNotFoundError):
@@ -158,13 +161,14 @@ def guarded_write(
     state_dir: Path,
     writer: str = "",
     reason: str = "",
+    lock_dir: Path | None = None,
 ) -> str:
     """Write `data` to `path` if its version is still `expected` (None: it must not exist).
 
     Returns the new version. On a mismatch the attempt is recorded and `VersionConflict` is
     raised; nothing on disk changes. Identical bytes are not rewritten.
     """
-    with file_lock(path):
+    with file_lock(path, lock_dir):
         current = on_disk(path)
         actual = None if current is None else version_of(current)
         if not matches(actual, expected):

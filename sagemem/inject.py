@@ -20,7 +20,7 @@ from . import corpus as corpus_module
 from . import ledger as access
 from . import render, retrieve
 from .command import command_line
-from .config import Settings, state_places
+from .config import STATE_DIR_NAME, Scope, Settings, state_places
 from .corpus import Corpus, Entry
 from .errors import SagememError
 from .files import read_bytes, safe_folder
@@ -159,34 +159,64 @@ def inject(
     care: Sequence[tuple[str, str]] = (),
     deadline: float | None = None,
 ) -> Injection:
-    """What to inject for `query`. `max_bytes` caps this one injection (a harness's limit);
-    `care` holds (check, file) findings to tell the session once, at its start (archived
-    memories changed after archiving); past `deadline` (`time.monotonic()`), files not yet
-    indexed are left for the next call and the answer comes from what is indexed."""
+    """What to inject for `query` from one memory directory (see `inject_set`)."""
+    scope = Scope("", memory_dir, state_dir, "", memory_dir / STATE_DIR_NAME / "locks")
+    return inject_set(
+        [scope],
+        query,
+        settings,
+        session=session,
+        reset=reset,
+        task=task,
+        corpora=None if corpus is None else [corpus],
+        max_bytes=max_bytes,
+        care=care,
+        deadline=deadline,
+    )
+
+
+def inject_set(
+    scopes: Sequence[Scope],
+    query: str,
+    settings: Settings,
+    *,
+    session: str | None = None,
+    reset: bool = False,
+    task: str | None = None,
+    corpora: Sequence[Corpus] | None = None,
+    max_bytes: int | None = None,
+    care: Sequence[tuple[str, str]] = (),
+    deadline: float | None = None,
+) -> Injection:
+    """What to inject for `query` from a memory set, ranked as one collection. The session's
+    ledger is in the first scope's state; each scope counts its own uses. `max_bytes` caps
+    this one injection (a harness's limit); `care` holds (check, file) findings to tell the
+    session once, at its start (archived memories changed after archiving); past `deadline`
+    (`time.monotonic()`), files not yet indexed are left for the next call and the answer
+    comes from what is indexed."""
     query = clip_query(query)
-    if corpus is None:
-        return corpus_module.using(
-            memory_dir,
-            state_dir,
-            lambda own: inject(
-                memory_dir,
-                state_dir,
+    if corpora is None:
+        return corpus_module.using_all(
+            [(s.memory_dir, s.state_dir) for s in scopes],
+            lambda own: inject_set(
+                scopes,
                 query,
                 settings,
                 session=session,
                 reset=reset,
                 task=task,
-                corpus=own,
+                corpora=own,
                 max_bytes=max_bytes,
                 care=care,
             ),
             deadline=deadline,
         )
-    result = retrieve.search(corpus, query, settings)
+    named = len(scopes) > 1  # one directory: plain file names, as always
+    shelves = [retrieve.Shelf(s.name if named else "", c) for s, c in zip(scopes, corpora, strict=True)]
+    result = retrieve.search(shelves, query, settings)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
-    plan = _Plan(
-        memory_dir, state_dir, corpus, result, query, settings, lang, task or settings.task or session
-    )
+    state_dir = scopes[0].state_dir
+    plan = _Plan(scopes, shelves, result, query, settings, lang, task or settings.task or session)
     plan.max_bytes = max_bytes
     plan.care = tuple(care)
     if session is None:
@@ -208,13 +238,23 @@ def inject(
             injection = plan.run(Ledger(session), stateless=False)
         if failure is not None:
             injection.diagnostics["ledger_error"] = str(failure)
-    if injection.snippets:
+    states = {(s.name if named else ""): s.state_dir for s in scopes}
+    for scope, files in _by_scope(injection.snippets).items():
         try:
-            access.record(state_dir, "injected", (s.file for s in injection.snippets))
+            access.record(states[scope], "injected", files)
         except (OSError, SagememError) as exc:
             injection.diagnostics["access_error"] = str(exc)
-            log_once(state_dir, f"access ledger not written: {_reason(exc)}")
+            log_once(states[scope], f"access ledger not written: {_reason(exc)}")
     return injection
+
+
+def _by_scope(snippets: Sequence[render.Snippet]) -> dict[str, list[str]]:
+    """Each scope's file names among `snippets` (their own names, without the scope)."""
+    found: dict[str, list[str]] = {}
+    for snippet in snippets:
+        own = snippet.file.split(":", 1)[1] if snippet.scope else snippet.file
+        found.setdefault(snippet.scope, []).append(own)
+    return found
 
 
 class _Plan:
@@ -222,16 +262,17 @@ class _Plan:
 
     def __init__(
         self,
-        memory_dir: Path,
-        state_dir: Path,
-        corpus: Corpus,
+        scopes: Sequence[Scope],
+        shelves: Sequence[retrieve.Shelf],
         result: retrieve.Result,
         query: str,
         settings: Settings,
         lang: str,
         task: str | None,
     ) -> None:
-        self.memory_dir, self.state_dir, self.corpus, self.result = memory_dir, state_dir, corpus, result
+        self.shelves, self.result = shelves, result
+        self.dirs = {shelf.scope: scope.memory_dir for shelf, scope in zip(shelves, scopes, strict=True)}
+        self.state_dir = scopes[0].state_dir
         self.query, self.settings, self.lang, self.task = query, settings, lang, task
         self.max_bytes: int | None = None  # one injection's cap (a harness's output limit)
         self.care: tuple[tuple[str, str], ...] = ()  # findings to tell at the session's start
@@ -255,16 +296,20 @@ class _Plan:
 
         hits, held = ([], []) if repeated else self.result.pick(already)
         pending = [("baseline", s) for s in baseline]
-        pending += [("hit", s) for h in hits if (s := read_snippet(self.memory_dir, h.entry, h.start, h.end))]
+        pending += [("hit", s) for h in hits if (s := self._snippet(h.scope, h.entry, h.start, h.end))]
 
-        left_out = [file for file, _ in self.corpus.left_out()]
+        left_out = [
+            f"{shelf.scope}:{file}" if shelf.scope else file
+            for shelf in self.shelves
+            for file, _ in shelf.corpus.left_out()
+        ]
         # The framing (intro, discipline, fence, status) is paid once per injection; sized here
         # with the longest status line it can have.
         framing = len(
             render.render(
                 [""],
                 lang=lang,
-                memory_dir=str(self.memory_dir),
+                memory_dir=self._shown_dirs(),
                 used=budget,
                 limit=budget,
                 omitted=999,
@@ -345,7 +390,7 @@ class _Plan:
             "omitted": len(omitted),
             "repeated": repeated,
             "intents": sorted(wants),
-            "not_indexed_yet": self.corpus.pending,
+            "not_indexed_yet": sum(shelf.corpus.pending for shelf in self.shelves),
         }
         return Injection(
             text=text,
@@ -375,7 +420,7 @@ class _Plan:
             return render.render(
                 [part for _, _, part in chosen],
                 lang=self.lang,
-                memory_dir=str(self.memory_dir),
+                memory_dir=self._shown_dirs(),
                 used=used,
                 limit=self.settings.budget,
                 omitted=count,
@@ -388,9 +433,16 @@ class _Plan:
         return draw(used), used
 
     def _baseline(self) -> list[render.Snippet]:
-        chosen = sorted(self.corpus.baseline(), key=lambda e: (-e.baseline_priority, e.file))
-        found = [read_snippet(self.memory_dir, e, e.body_start, e.body_end) for e in chosen[:MAX_BASELINE]]
+        every = [(shelf.scope, e) for shelf in self.shelves for e in shelf.corpus.baseline()]
+        chosen = sorted(every, key=lambda item: (-item[1].baseline_priority, item[0], item[1].file))
+        found = [self._snippet(scope, e, e.body_start, e.body_end) for scope, e in chosen[:MAX_BASELINE]]
         return [s for s in found if s is not None]
+
+    def _snippet(self, scope: str, entry: Entry, start: int, end: int) -> render.Snippet | None:
+        return read_snippet(self.dirs[scope], entry, start, end, scope=scope)
+
+    def _shown_dirs(self) -> list[str]:
+        return [str(folder) for folder in self.dirs.values()]
 
     def _card(self, omitted: list[render.Snippet], held: list[Hit], injected: bool, wants: set[str]) -> str:
         """A gap card, only for a real gap: found but not shown, or history asked and not held."""
@@ -483,9 +535,12 @@ def _reason(exc: Exception) -> str:
     return str(exc)
 
 
-def read_snippet(memory_dir: Path, entry: Entry, start: int, end: int) -> render.Snippet | None:
+def read_snippet(
+    memory_dir: Path, entry: Entry, start: int, end: int, *, scope: str = ""
+) -> render.Snippet | None:
     """Lines `start`..`end` of a memory, blank edge lines trimmed; None if the file changed
-    since it was indexed (the next call sees the new text) or cannot be read."""
+    since it was indexed (the next call sees the new text) or cannot be read. In a set of
+    several scopes, the snippet is named with its scope (`user:user_profile.md`)."""
     try:
         data = read_bytes(memory_dir / entry.file)
     except SagememError:
@@ -500,6 +555,6 @@ def read_snippet(memory_dir: Path, entry: Entry, start: int, end: int) -> render
     if not lines:  # no body: the memory is its frontmatter, and its description says it all
         start, end = 1, max(1, entry.body_start - 1)
     text = "".join(line.rstrip("\r\n") + "\n" for line in lines)
-    return render.Snippet(
-        entry.file, start, end, entry.description, text, render.age_days(entry.updated, entry.mtime)
-    )
+    name = f"{scope}:{entry.file}" if scope else entry.file
+    age = render.age_days(entry.updated, entry.mtime)
+    return render.Snippet(name, start, end, entry.description, text, age, scope)

@@ -63,6 +63,7 @@ class Snippet(NamedTuple):
     description: str
     text: str
     age_days: int | None
+    scope: str = ""  # its scope in a set of several ("" for a lone directory)
 
 
 def age_days(updated: str | None, mtime: float, now: dt.datetime | None = None) -> int | None:
@@ -107,7 +108,7 @@ def render(
     parts: Sequence[str],
     *,
     lang: str,
-    memory_dir: str,
+    memory_dir: str | Sequence[str],
     used: int,
     limit: int,
     omitted: int,
@@ -125,7 +126,8 @@ def render(
     status = t["status"].format(
         count=len(parts), used=_kib(used), limit=_kib(limit), omitted=omitted_text, left=left_text
     )
-    blocks = [t["intro"].format(dir=quoted(memory_dir)), t["discipline"]]
+    dirs = [memory_dir] if isinstance(memory_dir, str) else list(memory_dir)
+    blocks = [t["intro"].format(dir=", ".join(quoted(d) for d in dirs)), t["discipline"]]
     if body:
         blocks.append(f"{fence}text\n{body}\n{fence}")
     blocks.append(status)

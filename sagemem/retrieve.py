@@ -16,13 +16,21 @@ memory's best paragraph is placed before any memory's second one, so a long memo
 crowd out short ones; the second ones only fill places left over. Snippets far below the
 best one (`cut`) and those past `limit` are held back, not dropped: the injection reports
 them. Ties break by file name, then line, so results are deterministic.
+
+Several memory directories (scopes: the project's, the user's, a harness's own) are ranked
+as one collection: each keeps its own index, but BM25's statistics (the number of
+documents, their mean length, each term's document frequency) are summed over all of them,
+so a memory scores the same whichever directory holds it, and one list comes out. With
+more than one scope, a hit's `file` is named with its scope (`user:user_profile.md`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from .bm25 import Index
 from .config import Settings
 from .corpus import Corpus, Entry
 from .names import name_key
@@ -41,6 +49,7 @@ class Hit(NamedTuple):
     stage: str  # "description" (stage 1 + its best paragraph), "opening", or "body" (fallback)
     entry: Entry
     first: bool = True  # the memory's best paragraph (else a further one)
+    scope: str = ""  # the scope it is in, when there are several (`file` then says it too)
 
     @property
     def description(self) -> str:
@@ -80,52 +89,88 @@ class Result(NamedTuple):
         return tuple(self.pick()[1])
 
 
-def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Result:
+class Shelf(NamedTuple):
+    """One scope's corpus, under the name its memories are shown with ("" for a lone one)."""
+
+    scope: str
+    corpus: Corpus
+
+
+class _Vocabulary:
+    """The terms of every shelf: a query is cut against all of them."""
+
+    def __init__(self, shelves: Sequence[Shelf]) -> None:
+        self._shelves = shelves
+
+    def __contains__(self, term: object) -> bool:
+        return any(term in shelf.corpus.vocabulary for shelf in self._shelves)
+
+
+def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | None = None) -> Result:
     settings = settings or Settings()
-    terms = tuple(dict.fromkeys(query_tokens(query, corpus.vocabulary)))
+    shelves = [Shelf("", corpus)] if isinstance(corpus, Corpus) else list(corpus)
+    vocabulary = shelves[0].corpus.vocabulary if len(shelves) == 1 else _Vocabulary(shelves)
+    terms = tuple(dict.fromkeys(query_tokens(query, vocabulary)))
+    scanned = sum(shelf.corpus.count for shelf in shelves)
     if not terms:
-        return Result((), (), terms, corpus.count, settings.limit)
-    described = corpus.descriptions.weights(terms)
-    weights = corpus.paragraphs.weights(terms)
+        return Result((), (), terms, scanned, settings.limit)
+    descriptions = _together([shelf.corpus.descriptions for shelf in shelves])
+    paragraphs = _together([shelf.corpus.paragraphs for shelf in shelves])
+    described = _weights([shelf.corpus.descriptions for shelf in shelves], terms)
+    weights = _weights([shelf.corpus.paragraphs for shelf in shelves], terms)
     described_mass, mass = sum(described.values()), sum(weights.values())
+
+    def entry(key: tuple[int, int]) -> Entry:
+        return shelves[key[0]].corpus.entry(key[1])
+
+    def named(key: tuple[int, int], found: Entry) -> str:
+        scope = shelves[key[0]].scope
+        return f"{scope}:{found.file}" if scope else found.file
 
     # Stage 1: memories whose description fields cover enough of the query.
     admitted = []
-    for doc, (score, held, _) in corpus.descriptions.scores(described).items():
-        share = held / described_mass if described_mass else 0.0
-        if share >= settings.gate:
-            admitted.append((score, share, doc))
+    for i, index in enumerate(descriptions):
+        for doc, (score, held, _) in index.scores(described).items():
+            share = held / described_mass if described_mass else 0.0
+            if share >= settings.gate:
+                admitted.append((score, share, (i, doc)))
     admitted.sort(key=lambda a: -a[0])
     if len(admitted) > settings.candidates:  # names break ties, so keep every tie at the edge
         edge = admitted[settings.candidates - 1][0]
         admitted = [a for a in admitted if a[0] >= edge]
-    admitted.sort(key=lambda a: (-a[0], *_file_key(corpus.entry(a[2]))))
-    chosen = {doc: share for _, share, doc in admitted[: settings.candidates]}
+    admitted.sort(key=lambda a: (-a[0], *_name_key(named(a[2], entry(a[2])))))
+    chosen = {key: share for _, share, key in admitted[: settings.candidates]}
 
     # Stage 2: the paragraphs of the chosen memories, and of all others behind a stricter
     # gate (two shared terms when the query has two).
     fallback = len("".join(query.split())) >= settings.min_query_chars
     least = min(2, len(terms))
-    found: dict[int, list[tuple[float, int, int, float]]] = {}
-    for pid, (score, held, count) in corpus.paragraphs.scores(weights).items():
-        owner = corpus.owners[pid]
-        cover = held / mass if mass else 0.0
-        if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
-            found.setdefault(owner, []).append((score, corpus.starts[pid], corpus.ends[pid], cover))
+    found: dict[tuple[int, int], list[tuple[float, int, int, float]]] = {}
+    for i, index in enumerate(paragraphs):
+        corpus_i = shelves[i].corpus
+        for pid, (score, held, count) in index.scores(weights).items():
+            owner = (i, corpus_i.owners[pid])
+            cover = held / mass if mass else 0.0
+            if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
+                found.setdefault(owner, []).append((score, corpus_i.starts[pid], corpus_i.ends[pid], cover))
+
+    def hit(key: tuple[int, int], at: Entry, start: int, end: int, score: float, stage: str) -> Hit:
+        return Hit(named(key, at), start, end, score, stage, at, scope=shelves[key[0]].scope)
+
     ranked: list[list[Hit]] = []
-    for doc, share in chosen.items():
-        entry = corpus.entry(doc)
-        if found.get(doc):
-            matches = sorted(found[doc], key=lambda m: (-m[0], m[1]))
-            ranked.append([Hit(entry.file, s, e, share + c, "description", entry) for _, s, e, c in matches])
+    for key, share in chosen.items():
+        at = entry(key)
+        if found.get(key):
+            matches = sorted(found[key], key=lambda m: (-m[0], m[1]))
+            ranked.append([hit(key, at, s, e, share + c, "description") for _, s, e, c in matches])
         else:
-            end = min(entry.body_end, entry.body_start + OPENING_LINES - 1)
-            ranked.append([Hit(entry.file, entry.body_start, end, share, "opening", entry)])
-    for doc, matches in found.items():
-        if doc not in chosen:
-            entry = corpus.entry(doc)
+            end = min(at.body_end, at.body_start + OPENING_LINES - 1)
+            ranked.append([hit(key, at, at.body_start, end, share, "opening")])
+    for key, matches in found.items():
+        if key not in chosen:
+            at = entry(key)
             matches.sort(key=lambda m: (-m[0], m[1]))
-            ranked.append([Hit(entry.file, s, e, c, "body", entry) for _, s, e, c in matches])
+            ranked.append([hit(key, at, s, e, c, "body") for _, s, e, c in matches])
 
     firsts = sorted((hits[0] for hits in ranked), key=_order)
     best = firsts[0].score if firsts else 0.0
@@ -137,11 +182,33 @@ def search(corpus: Corpus, query: str, settings: Settings | None = None) -> Resu
         key=_order,
     )
     below = [h for h in firsts if h.score < settings.cut * best]
-    return Result(tuple(passing + spares), tuple(below), terms, corpus.count, settings.limit)
+    return Result(tuple(passing + spares), tuple(below), terms, scanned, settings.limit)
 
 
-def _file_key(entry: Entry) -> tuple[str, str]:
-    return name_key(entry.file), entry.file
+def _together(indexes: list[Index]) -> list[Index]:
+    """Each index with the statistics of all of them: lengths are compared with the mean
+    length over every scope."""
+    if len(indexes) == 1:
+        return indexes
+    documents = sum(index.documents for index in indexes)
+    total = sum(index.total for index in indexes)
+    return [index._replace(documents=documents, total=total) for index in indexes]
+
+
+def _weights(indexes: list[Index], terms: Sequence[str]) -> dict[str, float]:
+    """Each query term's idf over every scope (as `Index.idf`, with the counts summed)."""
+    if len(indexes) == 1:
+        return indexes[0].weights(terms)
+    documents = sum(index.documents for index in indexes)
+    found = {}
+    for term in dict.fromkeys(terms):
+        n = sum(index.df(term) for index in indexes)
+        found[term] = math.log(1 + (documents - n + 0.5) / (n + 0.5))
+    return found
+
+
+def _name_key(name: str) -> tuple[str, str]:
+    return name_key(name), name
 
 
 def _order(hit: Hit) -> tuple[float, str, str, int]:

@@ -24,7 +24,7 @@ from . import inject as inject_module
 from . import ledger as ledger_module
 from . import snapshot as snapshot_module
 from .cache import Progress
-from .config import STATE_DIR_NAME, Location, Settings, load_settings
+from .config import STATE_DIR_NAME, Location, Scope, Settings, load_settings
 from .corpus import Corpus
 from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
 from .files import (
@@ -128,15 +128,38 @@ class MemoryStore:
     # Told (done, total) as a large index build goes; the CLI draws a bar with it.
     progress: Progress | None = None
 
-    def __init__(self, path: str | os.PathLike[str], state_dir: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        lock_dir: str | os.PathLike[str] | None = None,
+        scope: str = "",
+    ):
         self.memory_dir = Path(path).expanduser().absolute()
         self.state_dir = (
             Path(state_dir).expanduser().absolute() if state_dir else self.memory_dir / STATE_DIR_NAME
         )
+        # Write locks: beside the files, unless the folder is a harness's own (then in the state).
+        self.lock_dir = Path(lock_dir).absolute() if lock_dir else None
+        self.scope = scope  # the scope it is in a memory set ("" when used on its own)
 
     @classmethod
     def at(cls, location: Location) -> MemoryStore:
         return cls(location.memory_dir, location.state_dir)
+
+    @classmethod
+    def of(cls, scope: Scope) -> MemoryStore:
+        """The store of one scope of a memory set."""
+        return cls(
+            scope.memory_dir,
+            scope.state_dir,
+            lock_dir=scope.lock_dir if scope.native else None,
+            scope=scope.name,
+        )
+
+    def _lock(self, path: Path) -> Any:
+        return guard.file_lock(path, self.lock_dir)
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.memory_dir)!r})"
@@ -152,7 +175,7 @@ class MemoryStore:
                 folder.mkdir(parents=True)
                 changed.append(folder)
         if self._index_path() is None:
-            with guard.file_lock(self.memory_dir / INDEX_NAME):
+            with self._lock(self.memory_dir / INDEX_NAME):
                 if self._index_path() is None:
                     write_atomic(
                         self.memory_dir / INDEX_NAME, index.HEADING.encode("utf-8"), create_only=True
@@ -370,7 +393,7 @@ class MemoryStore:
         if name_key(file) in {name_key(n) for n in self._names_in(folder)}:
             raise archive_module.ArchiveRefused(f"{file}: exists in {archive_module.ARCHIVE_DIR}/ already")
         source = self.memory_dir / file
-        with guard.file_lock(source):
+        with self._lock(source):
             text = archive_module.with_trace(decode(file, read_bytes(source)), file, reason)
             folder.mkdir(exist_ok=True)
             write_atomic(folder / file, text.encode("utf-8"), create_only=True)
@@ -391,7 +414,7 @@ class MemoryStore:
         if name_key(file) in {name_key(n) for n in self._names_in(self.memory_dir)}:
             raise archive_module.ArchiveRefused(f"{file}: a live memory of that name exists")
         target = self.memory_dir / file
-        with guard.file_lock(target):
+        with self._lock(target):
             text = archive_module.without_trace(
                 decode(file, read_bytes(folder / file, limit=MAX_ARCHIVED_BYTES)), file
             )
@@ -567,7 +590,7 @@ class MemoryStore:
         changes: list[str] = []
         folder = self.memory_dir / archive_module.ARCHIVE_DIR
         for name in sorted(self._names_in(self._archive_dir()), key=name_key):
-            with guard.file_lock(self.memory_dir / name):
+            with self._lock(self.memory_dir / name):
                 data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
                 text = decode(name, data)
                 found = secrets.scan(text)
@@ -650,7 +673,7 @@ class MemoryStore:
             outcome: dict[str, Any] = {"snapshot": snapshot_id, "scope": scope, "protection": protection.id}
             try:
                 for name, data in wanted.items():
-                    with guard.file_lock(targets[name]):
+                    with self._lock(targets[name]):
                         try:
                             current: bytes | None = read_bytes(targets[name], limit=MAX_COPY_BYTES)
                         except MemoryNotFound:
@@ -772,7 +795,7 @@ class MemoryStore:
         return self._rebuild_index(snapshot=True)
 
     def _rebuild_index(self, *, snapshot: bool) -> bool:
-        with guard.file_lock(self._index_path() or self.memory_dir / INDEX_NAME):
+        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
             scan = self.scan()
             old = self._index_text()
             new = index.rebuild(old, scan.files, _by_key(scan.memories))
@@ -870,6 +893,7 @@ class MemoryStore:
             state_dir=self.state_dir,
             writer=writer,
             reason=reason,
+            lock_dir=self.lock_dir,
         )
         try:
             self._upsert_index(file)
@@ -946,7 +970,7 @@ class MemoryStore:
             )
 
     def _edit_index(self, change: Callable[[str], str]) -> None:
-        with guard.file_lock(self._index_path() or self.memory_dir / INDEX_NAME):
+        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
             old = self._index_text()
             new = change(old)
             if new != old:
@@ -976,7 +1000,7 @@ class MemoryStore:
     def _upsert_index(self, file: str) -> None:
         """Bring `file`'s index line up to date from the file as it is on disk now: a writer that
         lost the race for the index must not put back what another writer replaced."""
-        with guard.file_lock(self._index_path() or self.memory_dir / INDEX_NAME):
+        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
             try:
                 memory = parse_memory(file, read_bytes(self.memory_dir / file))
             except (MemoryNotFound, InvalidMemory):

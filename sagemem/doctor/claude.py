@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..install import claude_dir, claude_json
+from ..native import claude_slug, git_main_root
 from .findings import Finding, info, problem
-from .places import Places, git_main_root
+from .places import Places
 from .probes import Runs, hook_findings
 from .settings import collect, mcp_entries, mcp_fix, nested, read_quietly
 
@@ -133,22 +134,3 @@ def claude_memory_dir(places: Places) -> Path:
         return places.home / chosen[2:] if chosen.startswith("~") else Path(chosen)
     root = git_main_root(places.cwd) or places.cwd
     return claude_dir(places.home, places.env) / "projects" / claude_slug(str(root)) / "memory"
-
-
-def claude_slug(path: str) -> str:
-    """Claude Code's folder name for a project path: every UTF-16 code unit that is not an
-    ASCII letter or digit becomes `-`; past 200, the first 200 and a hash of the whole."""
-    data = path.encode("utf-16-le", "surrogatepass")
-    units = [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
-    slug = "".join(chr(u) if chr(u).isascii() and chr(u).isalnum() else "-" for u in units)
-    if len(slug) <= 200:
-        return slug
-    value = 0
-    for unit in units:  # Java's String.hashCode, 32 bits, signed
-        value = (value * 31 + unit) & 0xFFFFFFFF
-    value = abs(value - (1 << 32) if value >= 1 << 31 else value)
-    digits = ""
-    while value:
-        value, digit = divmod(value, 36)
-        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
-    return f"{slug[:200]}-{digits or '0'}"

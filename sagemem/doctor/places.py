@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..native import git_main_root as git_main_root  # shared with the library's scopes
+from ..native import git_root as git_root
+
 
 def _system_file(mac: str, linux: str, name: str) -> Path:
     if sys.platform == "darwin":
@@ -46,21 +49,3 @@ class Places:
     @classmethod
     def here(cls, **given: Any) -> Places:
         return cls(cwd=Path.cwd(), home=Path.home(), env=dict(os.environ), **given)
-
-
-def git_root(folder: Path) -> Path | None:
-    """The nearest folder at or above `folder` that holds `.git`."""
-    return next((f for f in (folder, *folder.parents) if (f / ".git").exists()), None)
-
-
-def git_main_root(folder: Path) -> Path | None:
-    """The git root, or for a linked worktree its main checkout's."""
-    root = git_root(folder)
-    if root is None or not (root / ".git").is_file():
-        return root
-    try:
-        gitdir = root / (root / ".git").read_text("utf-8").strip().removeprefix("gitdir:").strip()
-        common = (gitdir / (gitdir / "commondir").read_text("utf-8").strip()).resolve()
-    except (OSError, UnicodeDecodeError):
-        return root
-    return common.parent if common.name == ".git" else root

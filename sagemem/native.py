@@ -1,0 +1,118 @@
+"""Memory folders that harnesses keep themselves, and where they are.
+
+Claude Code saves what its model is told to remember in its auto-memory folder,
+`<Claude's folder>/projects/<slug>/memory/`, in sagemem's own format (one Markdown file per
+memory with `name`, `description` and `type` frontmatter, and a `MEMORY.md` of pointer
+lines). sagemem reads that folder as one of its scopes instead of competing with it. The
+slug is Claude Code's own rule: the project's git root (a linked worktree's main checkout),
+else the working directory, with every UTF-16 code unit that is not an ASCII letter or digit
+turned into `-`, and past 200 characters the first 200 and a hash of the whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024
+
+
+def claude_home(home: Path, env: Mapping[str, str]) -> Path:
+    """Claude Code's own folder: `$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
+    given = env.get("CLAUDE_CONFIG_DIR", "").strip()
+    return Path(given).expanduser() if given else home / ".claude"
+
+
+def claude_memory_dir(cwd: Path, home: Path, env: Mapping[str, str]) -> Path:
+    """The auto-memory folder Claude Code uses for a session started in `cwd`."""
+    root = git_main_root(cwd) or cwd
+    return claude_home(home, env) / "projects" / claude_slug(str(root)) / "memory"
+
+
+def claude_slug(path: str) -> str:
+    """Claude Code's folder name for a project path: every UTF-16 code unit that is not an
+    ASCII letter or digit becomes `-`; past 200, the first 200 and a hash of the whole."""
+    data = path.encode("utf-16-le", "surrogatepass")
+    units = [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
+    slug = "".join(chr(u) if chr(u).isascii() and chr(u).isalnum() else "-" for u in units)
+    if len(slug) <= 200:
+        return slug
+    value = 0
+    for unit in units:  # Java's String.hashCode, 32 bits, signed
+        value = (value * 31 + unit) & 0xFFFFFFFF
+    value = abs(value - (1 << 32) if value >= 1 << 31 else value)
+    digits = ""
+    while value:
+        value, digit = divmod(value, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+    return f"{slug[:200]}-{digits or '0'}"
+
+
+def claude_auto_memory(cwd: Path, home: Path, env: Mapping[str, str]) -> tuple[bool, str]:
+    """Whether Claude Code's auto memory is on for a session in `cwd`, and what says so:
+    `CLAUDE_CODE_DISABLE_AUTO_MEMORY` (truthy: off; explicitly falsy: on), `--bare`
+    (`CLAUDE_CODE_SIMPLE`), else `autoMemoryEnabled` in the settings (user, then the
+    project's shared and local files; the later wins), else on."""
+    given = env.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+    if given is not None and given.strip().lower() in _TRUE:
+        return False, f"CLAUDE_CODE_DISABLE_AUTO_MEMORY={given.strip()}"
+    if given is not None and given.strip().lower() in _FALSE:
+        return True, f"CLAUDE_CODE_DISABLE_AUTO_MEMORY={given.strip()} turns it on"
+    if env.get("CLAUDE_CODE_SIMPLE"):
+        return False, "CLAUDE_CODE_SIMPLE is set"
+    root = git_main_root(cwd) or cwd
+    value, source = True, ""
+    layers = [claude_home(home, env) / "settings.json"]
+    layers += [root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"]
+    for path in layers:
+        setting = _read_json(path).get("autoMemoryEnabled")
+        if isinstance(setting, bool):
+            value, source = setting, str(path)
+    return value, f"autoMemoryEnabled is {str(value).lower()} in {source}" if source else "the default"
+
+
+def git_root(folder: Path) -> Path | None:
+    """The nearest folder at or above `folder` that holds `.git`."""
+    return next((f for f in (folder, *folder.parents) if (f / ".git").exists()), None)
+
+
+def git_main_root(folder: Path) -> Path | None:
+    """The git root, or for a linked worktree its main checkout's."""
+    root = git_root(folder)
+    if root is None or not (root / ".git").is_file():
+        return root
+    try:
+        gitdir = root / _small(root / ".git").strip().removeprefix("gitdir:").strip()
+        common = (gitdir / _small(gitdir / "commondir").strip()).resolve()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return root
+    return common.parent if common.name == ".git" else root
+
+
+def _small(path: Path) -> str:
+    """A pointer file of git's (a few hundred bytes), read with a cap: it may be a clone's."""
+    from .files import read_config
+
+    return (read_config(path, 64 * 1024) or b"").decode("utf-8")
+
+
+def _read_json(path: Path) -> dict[str, object]:
+    from .errors import SagememError
+    from .files import read_config
+
+    try:
+        data = json.loads(read_config(path, MAX_SETTINGS_BYTES) or b"{}")
+    except (OSError, SagememError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def same_folder(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
