@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "MemoryStore": "store",
+    "MemorySet": "memory_set",
     "Memory": "memory",
     "SagememError": "errors",
     "VersionConflict": "errors",
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from .errors import StoreNotFound as StoreNotFound
     from .errors import VersionConflict as VersionConflict
     from .memory import Memory as Memory
+    from .memory_set import MemorySet as MemorySet
     from .store import MemoryStore as MemoryStore
 
 

@@ -20,7 +20,10 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import Scope
 
 HARNESSES = ("claude-code", "codex", "gemini", "dsh")
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
@@ -118,31 +121,31 @@ def handle(
             raise ValueError(f"unknown harness {harness!r} (one of {', '.join(HARNESSES)})")
         if fired not in PROMPT_EVENTS + START_EVENTS + TOOL_EVENTS:
             return None
-        from .config import load_settings, locate
-        from .inject import inject
+        from .config import load_settings, locate_scopes
+        from .inject import inject_set
 
         cwd = Path(str(data.get("cwd") or os.getcwd()))
-        location = locate(memory_dir, state_dir, env=env, cwd=cwd)
-        state = location.state_dir
-        if not location.memory_dir.is_dir():
+        found = locate_scopes(memory_dir, state_dir, env=env, cwd=cwd)
+        state = found[0].state_dir
+        scopes = [scope for scope in found if scope.memory_dir.is_dir()]
+        if not scopes:
             return None  # no memory here: nothing to say, nothing wrong
         session = str(data["session_id"]) if data.get("session_id") else None
         if fired in TOOL_EVENTS:
             if harness == "dsh":  # dsh's own file tools are not Claude Code's: no guard there
                 return None
-            return _file_tool(harness, fired, data, location.memory_dir, location.state_dir, session)
+            return _file_tool(harness, fired, data, scopes, session)
         care: list[tuple[str, str]] = []
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
-            care = _session_start(location.memory_dir, location.state_dir)
+            care = _session_start(scopes)
         else:
             query, reset = _question(str(data.get("prompt") or "")), False
             if any(marker in query for marker in OWN_MARKERS):
                 return None
-        settings = load_settings(location.state_dir, env)
-        injection = inject(
-            location.memory_dir,
-            location.state_dir,
+        settings = load_settings(scopes[0].state_dir, env)
+        injection = inject_set(
+            scopes,
             query,
             settings,
             session=session,
@@ -159,7 +162,7 @@ def handle(
         return None
 
 
-def _session_start(memory_dir: Path, state_dir: Path) -> list[tuple[str, str]]:
+def _session_start(scopes: list[Scope]) -> list[tuple[str, str]]:
     """What a session starts with besides its baseline. After a merge, a pull or a checkout,
     MEMORY.md can carry duplicate lines (git's union merge) and lines of deleted memories:
     they are repaired (a snapshot is taken first). And a merge can carry an edit into an
@@ -167,22 +170,25 @@ def _session_start(memory_dir: Path, state_dir: Path) -> list[tuple[str, str]]:
     session to be told about. Failing here never stops the injection."""
     from .store import MemoryStore
 
-    store = MemoryStore(memory_dir, state_dir)
-    try:
-        report = store.check_index()
-        if report.dangling or report.duplicates:
-            store.rebuild_index()
-    except Exception as exc:  # the index is derived: a later rebuild can do it
-        _log(state_dir, f"index repair at session start failed: {type(exc).__name__}: {exc}")
-    try:
-        return [("archived-changed", f"archive/{name}") for name, _, _ in store.archived_changes()]
-    except Exception as exc:  # `check` reports it too
-        _log(state_dir, f"archive check at session start failed: {type(exc).__name__}: {exc}")
-        return []
+    care = []
+    for scope in scopes:
+        store = MemoryStore.of(scope)
+        prefix = f"{scope.name}:" if len(scopes) > 1 else ""
+        try:
+            report = store.check_index()
+            if report.dangling or report.duplicates:
+                store.rebuild_index()
+        except Exception as exc:  # the index is derived: a later rebuild can do it
+            _log(scope.state_dir, f"index repair at session start failed: {type(exc).__name__}: {exc}")
+        try:
+            care += [("archived-changed", f"{prefix}archive/{n}") for n, _, _ in store.archived_changes()]
+        except Exception as exc:  # `check` reports it too
+            _log(scope.state_dir, f"archive check at session start failed: {type(exc).__name__}: {exc}")
+    return care
 
 
 def _file_tool(
-    harness: str, fired: str, data: dict[str, Any], memory_dir: Path, state_dir: Path, session: str | None
+    harness: str, fired: str, data: dict[str, Any], scopes: list[Scope], session: str | None
 ) -> dict[str, Any] | None:
     """The write guard for the agent's own file tools on memory files.
 
@@ -190,13 +196,22 @@ def _file_tool(
     Write or Edit of an existing memory, the call is denied (and the attempt kept in the
     conflict queue) unless the file is still the version this session last read or wrote.
     After a Write or Edit, the new version counts as seen and the index line follows it.
+    Every scope is guarded (Claude Code's own memory folder too); the session's record of
+    what it read is in the first scope's state, and each refusal in its own scope's queue.
     """
     tool = str(data.get("tool_name") or "")
     arguments = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
-    file = _memory_file(memory_dir, arguments.get("file_path"), cwd)
-    if file is None or session is None or tool not in READ_TOOLS + WRITE_TOOLS:
+    scope, file = None, None
+    for candidate in scopes:
+        file = _memory_file(candidate.memory_dir, arguments.get("file_path"), cwd)
+        if file is not None:
+            scope = candidate
+            break
+    if scope is None or file is None or session is None or tool not in READ_TOOLS + WRITE_TOOLS:
         return None
+    memory_dir, state_dir = scope.memory_dir, scope.state_dir
+    key = f"{scope.name}:{file}" if len(scopes) > 1 else file  # how the session's ledger names it
     from . import guard
     from . import ledger as access
     from .config import state_places
@@ -210,15 +225,15 @@ def _file_tool(
     seen, failure = None, None
     # Where the state dir cannot be written (read-only, a sandbox), the session's record of
     # what it read goes to the same fallback as the injection ledger: the guard keeps guarding.
-    for place in state_places(state_dir):
+    for place in state_places(scopes[0].state_dir):
         try:
             with open_ledger(place, session) as ledger:
                 # After a Write, the session has seen what it wrote only if that is what is
                 # on disk now (another writer may have saved in between).
                 if fired == "PostToolUse" and current is not None:
                     if written is None or current == str(written).encode("utf-8"):
-                        ledger.reads[file] = version_of(current)
-                seen = ledger.reads.get(file)
+                        ledger.reads[key] = version_of(current)
+                seen = ledger.reads.get(key)
             break
         except (OSError, SagememError) as exc:
             failure = failure or exc
@@ -233,7 +248,7 @@ def _file_tool(
         elif current is not None:
             from .store import MemoryStore
 
-            MemoryStore(memory_dir, state_dir).refresh_index_line(file)
+            MemoryStore.of(scope).refresh_index_line(file)
         return None
     if tool not in WRITE_TOOLS or current is None or seen == version_of(current):
         return None  # creating a memory, or writing over what this session saw: fine

@@ -336,6 +336,19 @@ class MemoryStore:
             text = parts.head + parts.matter + parts.tail + body
         return self._write(current.file, text, expected_version, writer, reason, keep_eol=True)
 
+    def take_out(self, file: str, *, expected_version: str, writer: str = "") -> None:
+        """Remove a memory whose bytes now live on in another scope (`MemorySet.move`), and
+        its index line; only if it is still `expected_version` (else `VersionConflict`, the
+        attempt recorded, nothing removed). Nothing else in sagemem deletes a memory."""
+        guard.check_version(expected_version)
+        file = self.resolve(file)
+        path = self.memory_dir / file
+        with self._lock(path):
+            guard.refuse_if_changed(path, expected_version, self.state_dir, writer, "moved to another scope")
+            os.unlink(path)
+            fsync_dir(self.memory_dir)
+        self._after_move(file, lambda: self._edit_index(lambda old: index.remove(old, file)))
+
     # -- use, archive and locks ---------------------------------------------------------
 
     def ledger(self) -> dict[str, ledger_module.Record]:

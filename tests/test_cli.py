@@ -53,10 +53,10 @@ def test_path_reports_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("SAGE_MEM_DIR", str(tmp_path / "legacy"))
     code, out, _ = run(["path"])
     assert code == 0
-    assert f"memory dir: {tmp_path / 'legacy'}  (SAGE_MEM_DIR)" in out
-    assert f"state dir:  {tmp_path / 'legacy' / '.sagemem'}" in out
+    assert f"dir:     {tmp_path / 'legacy'}  (SAGE_MEM_DIR)" in out  # one directory: one scope
+    assert f"state: {tmp_path / 'legacy' / '.sagemem'}" in out
     data = json.loads(run(["--state-dir", str(tmp_path / "s"), "path", "--json"])[1])
-    assert data["state_dir"] == str(tmp_path / "s") and data["state_rule"] == "--state-dir"
+    assert data["state_dir"] == str(tmp_path / "s") and [s["name"] for s in data["scopes"]] == ["dir"]
 
 
 def test_new_read_write_cycle(mem: str) -> None:

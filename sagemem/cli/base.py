@@ -60,26 +60,51 @@ class _Group(click.Group):
 
 
 class _Context:
-    """What the global options chose; the location and store are resolved on first use."""
+    """What the global options chose; the memory set and its stores are resolved on first use.
+    `store` is the set's first scope (or the one `--in` names): the commands that work on one
+    directory work there."""
 
-    def __init__(self, memory_dir: Path | None, state_dir: Path | None) -> None:
+    def __init__(self, memory_dir: Path | None, state_dir: Path | None, only: str | None = None) -> None:
         self.memory_dir = memory_dir
         self.state_dir = state_dir
+        self.only = only
+
+    @cached_property
+    def scopes(self) -> Any:
+        """The scopes, found without loading the library's writing half (the hot path needs
+        only these)."""
+        from ..config import locate_scopes
+        from ..errors import SagememError
+
+        found = locate_scopes(self.memory_dir, self.state_dir)
+        if self.only is None:
+            return found
+        kept = [s for s in found if s.name == self.only]
+        if not kept:
+            names = ", ".join(s.name for s in found)
+            raise SagememError(f"{self.only!r}: no such scope here (the scopes: {names}; see `sagemem path`)")
+        return kept
 
     @cached_property
     def location(self) -> Any:
-        from ..config import locate
+        from ..config import Location
 
-        return locate(self.memory_dir, self.state_dir)
+        first = self.scopes[0]
+        return Location(first.memory_dir, first.state_dir, first.rule, "")
+
+    @cached_property
+    def memory_set(self) -> Any:
+        from ..memory_set import MemorySet
+        from ..progress import Bar
+
+        found = MemorySet(self.scopes)
+        for store in found.stores:
+            store.progress = Bar.for_terminal("indexing memories")
+        return found
 
     @cached_property
     def store(self) -> Any:
-        from ..progress import Bar
-        from ..store import MemoryStore
-
-        store = MemoryStore.at(self.location)
-        store.progress = Bar.for_terminal("indexing memories")
-        return store
+        return self.memory_set.first
 
 
 def _version(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -135,10 +160,16 @@ def _with(options: list[Any]) -> Any:
     type=click.Path(path_type=Path),
     help="State directory (else SAGEMEM_STATE_DIR, <memory dir>/.sagemem).",
 )
+@click.option(
+    "--in",
+    "only",
+    metavar="SCOPE",
+    help="Work in one scope of the memory set (project, user, claude; see `sagemem path`).",
+)
 @click.pass_context
-def cli(ctx: click.Context, memory_dir: Path | None, state_dir: Path | None) -> None:
+def cli(ctx: click.Context, memory_dir: Path | None, state_dir: Path | None, only: str | None) -> None:
     """File-based Markdown memory for AI agents."""
-    ctx.obj = _Context(memory_dir, state_dir)
+    ctx.obj = _Context(memory_dir, state_dir, only)
 
 
 pass_ctx = click.make_pass_decorator(_Context)
@@ -180,10 +211,12 @@ def _conflict_summary(c: Any) -> dict[str, Any]:
     }
 
 
-def _print_written(memory: Any, as_json: bool) -> None:
+def _print_written(memory: Any, as_json: bool, *, name: str | None = None, scope: str = "") -> None:
+    """The file (named with its scope in a set of several) and its new version."""
+    shown = name or memory.file
     if as_json:
-        return _print_json({"file": memory.file, "version": memory.version})
-    say(f"{memory.file} {memory.version}")
+        return _print_json({"file": shown, "version": memory.version, **({"scope": scope} if scope else {})})
+    say(f"{shown} {memory.version}")
 
 
 def _print_json(data: Any) -> None:

@@ -76,44 +76,53 @@ def init(ctx: _Context, git: bool, project: bool, as_json: bool) -> None:
 @json_option
 @pass_ctx
 def path(ctx: _Context, as_json: bool) -> None:
-    """Print the memory dir, the state dir and which rule chose them."""
-    location = ctx.location
+    """Print the scopes of the memory set: each memory dir, its state dir, and why it is there."""
+    scopes = ctx.scopes
     if as_json:
-        return _print_json(location.to_dict())
-    say(f"memory dir: {location.memory_dir}  ({location.rule})")
-    say(f"state dir:  {location.state_dir}  ({location.state_rule})")
+        return _print_json({"scopes": [s.to_dict() for s in scopes], **_first(scopes[0])})
+    for scope in scopes:
+        missing = "" if scope.memory_dir.is_dir() else "  (does not exist yet: `sagemem init`)"
+        say(f"{scope.name + ':':<9}{scope.memory_dir}  ({scope.rule}){missing}")
+        say(f"{'':<9}state: {scope.state_dir}")
+
+
+def _first(scope: Any) -> dict[str, str]:
+    """The first scope in the older single-directory form of `path --json`."""
+    return {"memory_dir": str(scope.memory_dir), "state_dir": str(scope.state_dir), "rule": scope.rule}
+
+
+_new_options = [
+    click.option("--type", "type_", type=click.Choice(TYPES), required=True),
+    click.option("--name", required=True, help="Short name; also makes the file name <type>_<slug>.md."),
+    click.option(
+        "--description", required=True, help="One line: what this memory is. Retrieval relies on it."
+    ),
+    click.option("--tag", "tags", multiple=True, help="A tag (repeatable)."),
+    click.option(
+        "--alias", "aliases", multiple=True, help="Another phrase this memory answers to (repeatable)."
+    ),
+    click.option("--baseline", is_flag=True, help="Inject at the start of every session."),
+    click.option(
+        "--priority", type=float, default=0, callback=_finite, help="Baseline priority; higher first."
+    ),
+    click.option("--file", "file", help="File name to use instead of <type>_<slug>.md."),
+    click.option("--body", help="Body text (else --body-file, else standard input)."),
+    click.option("--body-file", type=click.Path(dir_okay=False, allow_dash=True), help="Body from a file."),
+    click.option(
+        "--in",
+        "into",
+        metavar="SCOPE",
+        help="The scope to write to (else: user memories to the user scope, the others to the project's).",
+    ),
+    *writer_options,
+    json_option,
+]
 
 
 @cli.command()
-@click.option("--type", "type_", type=click.Choice(TYPES), required=True)
-@click.option("--name", required=True, help="Short name; also makes the file name <type>_<slug>.md.")
-@click.option("--description", required=True, help="One line: what this memory is. Retrieval relies on it.")
-@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
-@click.option("--alias", "aliases", multiple=True, help="Another phrase this memory answers to (repeatable).")
-@click.option("--baseline", is_flag=True, help="Inject at the start of every session.")
-@click.option("--priority", type=float, default=0, callback=_finite, help="Baseline priority; higher first.")
-@click.option("--file", "file", help="File name to use instead of <type>_<slug>.md.")
-@click.option("--body", help="Body text (else --body-file, else standard input).")
-@click.option("--body-file", type=click.Path(dir_okay=False, allow_dash=True), help="Body from a file.")
-@_with(writer_options)
-@json_option
+@_with(_new_options)
 @pass_ctx
-def new(
-    ctx: _Context,
-    type_: str,
-    name: str,
-    description: str,
-    tags: tuple[str, ...],
-    aliases: tuple[str, ...],
-    baseline: bool,
-    priority: float,
-    file: str | None,
-    body: str | None,
-    body_file: Any,
-    reason: str,
-    writer: str,
-    as_json: bool,
-) -> None:
+def new(ctx: _Context, **given: Any) -> None:
     """Create a memory; prints its file name and version.
 
     \b
@@ -121,20 +130,54 @@ def new(
         echo "Run make deploy from main." | sagemem new --type project \\
             --name "deploy flow" --description "How we deploy to staging"
     """
-    memory = ctx.store.create(
-        type=type_,
-        name=name,
-        description=description,
-        body=_text(body, body_file),
-        tags=tags,
-        aliases=aliases,
-        baseline=baseline,
-        baseline_priority=priority,
-        file=file,
-        writer=writer,
-        reason=reason,
+    _create(ctx, given, similar=False)
+
+
+@cli.command()
+@_with(_new_options)
+@pass_ctx
+def remember(ctx: _Context, **given: Any) -> None:
+    """Save a memory, as an agent does: like `new`, and then it names the most similar memories
+    already kept, so one can be updated instead of keeping two (`sagemem update`).
+
+    \b
+    Example:
+        sagemem remember --type user --name "cat" --description "The user's cat is called Sesame" \\
+            --alias "我的猫叫什么" --body "The cat is called Sesame (芝麻)."
+    """
+    _create(ctx, given, similar=True)
+
+
+def _create(ctx: _Context, given: dict[str, Any], *, similar: bool) -> None:
+    memories = ctx.memory_set
+    text = _text(given["body"], given["body_file"])
+    alike = (
+        memories.similar(given["name"], given["description"], " ".join(given["aliases"])) if similar else []
     )
-    _print_written(memory, as_json)
+    store, memory = memories.create(
+        into=given["into"],
+        type=given["type_"],
+        name=given["name"],
+        description=given["description"],
+        body=text,
+        tags=given["tags"],
+        aliases=given["aliases"],
+        baseline=given["baseline"],
+        baseline_priority=given["priority"],
+        file=given["file"],
+        writer=given["writer"],
+        reason=given["reason"],
+    )
+    shown = memories.name(store, memory.file)
+    alike = [h for h in alike if h.file != shown]
+    if given["as_json"]:
+        data = {"file": shown, "version": memory.version, "scope": store.scope or "dir"}
+        if similar:
+            data["similar"] = [{"file": h.file, "description": h.description} for h in alike]
+        return _print_json(data)
+    say(f"{shown} {memory.version}")
+    for hit in alike:
+        say(f"similar: {hit.file} — {hit.description}", err=True)
 
 
 @cli.command("list")

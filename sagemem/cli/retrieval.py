@@ -24,17 +24,18 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
     """
     from ..inject import read_snippet
 
-    store = ctx.store
-    result = store.search(query, limit=limit)
+    memories = ctx.memory_set
+    result = memories.search(query, limit=limit)
     rows = []
     for hit in result.hits:
-        snippet = read_snippet(store.memory_dir, hit.entry, hit.start, hit.end)
+        snippet = read_snippet(memories.snippet_dir(hit), hit.entry, hit.start, hit.end)
         rows.append((hit, snippet.text if snippet else ""))
     if as_json:
         return _print_json(
             [
                 {
                     "file": h.file,
+                    "scope": h.scope or memories.first.scope,
                     "lines": [h.start, h.end],
                     "score": round(h.score, 4),
                     "stage": h.stage,
@@ -70,15 +71,14 @@ def inject(ctx: _Context, query: str, session: str | None, reset: bool, output: 
     # prompt does not pay for importing the writing half of the library (YAML, guard, index).
     from ..config import load_settings
     from ..errors import StoreNotFound
-    from ..inject import inject as run_inject
+    from ..inject import inject_set
 
-    location = ctx.location
-    if not location.memory_dir.is_dir():
-        raise StoreNotFound(f"{location.memory_dir}: memory directory does not exist (run `sagemem init`)")
-    settings = load_settings(location.state_dir)
-    injection = run_inject(
-        location.memory_dir, location.state_dir, query, settings, session=session, reset=reset
-    )
+    scopes = [s for s in ctx.scopes if s.memory_dir.is_dir()]
+    if not scopes:
+        first = ctx.scopes[0].memory_dir
+        raise StoreNotFound(f"{first}: memory directory does not exist (run `sagemem init`)")
+    settings = load_settings(scopes[0].state_dir)
+    injection = inject_set(scopes, query, settings, session=session, reset=reset)
     if settings.debug:
         click.echo(f"sagemem: debug {json.dumps(injection.diagnostics, ensure_ascii=False)}", err=True)
     if output == "json":
