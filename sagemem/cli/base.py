@@ -175,10 +175,10 @@ def cli(ctx: click.Context, memory_dir: Path | None, state_dir: Path | None, onl
 pass_ctx = click.make_pass_decorator(_Context)
 
 
-def _count_use(ctx: _Context, kind: str, files: list[str]) -> None:
+def _count_use(store: Any, kind: str, files: list[str]) -> None:
     """Count a use; a ledger that cannot be written costs a warning, never the command."""
     try:
-        ctx.store.record_use(kind, files)
+        store.record_use(kind, files)
     except (SagememError, OSError) as exc:
         say(f"sagemem: warning: access ledger not updated: {_one_line(str(exc))}", err=True)
 

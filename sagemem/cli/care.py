@@ -4,9 +4,11 @@ candidates, check, snapshot."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
+from ..errors import SagememError
 from ..ledger import Record
 from ..names import name_key
 from .base import _Context, _print_json, _uses, cli, count, json_option, pass_ctx, say
@@ -24,7 +26,8 @@ def archive(ctx: _Context, file: str, reason: str, as_json: bool) -> None:
     Example:
         sagemem archive project_q4_goals.md --reason "Q4 is over"
     """
-    memory = ctx.store.archive(file, reason=reason)
+    store, own = ctx.memory_set.find(file)
+    memory = store.archive(own, reason=reason)
     if as_json:
         return _print_json({"file": memory.file, "archived_at": memory.extra.get("archived_at")})
     say(f"archived {memory.file}")
@@ -36,7 +39,8 @@ def archive(ctx: _Context, file: str, reason: str, as_json: bool) -> None:
 @pass_ctx
 def restore(ctx: _Context, file: str, as_json: bool) -> None:
     """Bring an archived memory back, without its archive trace."""
-    memory = ctx.store.restore(file)
+    store, own = _archived(ctx, file)
+    memory = store.restore(own)
     if as_json:
         return _print_json({"file": memory.file, "version": memory.version})
     say(f"restored {memory.file}")
@@ -47,7 +51,8 @@ def restore(ctx: _Context, file: str, as_json: bool) -> None:
 @pass_ctx
 def lock(ctx: _Context, file: str) -> None:
     """Protect a memory from every archive path (kept in the state dir, not the file)."""
-    changed = ctx.store.lock(file)
+    store, own = ctx.memory_set.find(file)
+    changed = store.lock(own)
     say(f"locked {file}" if changed else f"{file} was already locked")
 
 
@@ -56,7 +61,9 @@ def lock(ctx: _Context, file: str) -> None:
 @pass_ctx
 def unlock(ctx: _Context, file: str) -> None:
     """Remove a memory's lock."""
-    changed = ctx.store.unlock(file)
+    scope, own = ctx.memory_set.split(file)
+    store = ctx.memory_set.store(scope) if scope else ctx.store
+    changed = store.unlock(own)
     say(f"unlocked {file}" if changed else f"{file} was not locked")
 
 
@@ -171,7 +178,11 @@ def cite(ctx: _Context, files: tuple[str, ...], receipt: str) -> None:
     Example:
         sagemem cite project_deploy_flow.md --receipt "$SESSION_ID:turn-12"
     """
-    counted = ctx.store.cite(files, receipt=receipt)
+    by_store: dict[Any, list[str]] = {}
+    for name in files:
+        store, own = ctx.memory_set.find(name)
+        by_store.setdefault(store, []).append(own)
+    counted = [n for store, owns in by_store.items() for n in store.cite(owns, receipt=receipt)]
     say(f"cited {len(counted)}" if counted else f"receipt {receipt} was already counted")
 
 
@@ -188,19 +199,58 @@ def check_(ctx: _Context, fix: bool, as_json: bool) -> None:
     Example:
         sagemem check --json
     """
-    changes = ctx.store.fix() if fix else []
-    report = ctx.store.check()
+    memories = ctx.memory_set
+    changes, findings, files = [], [], 0
+    for store in memories.stores:
+        if not store.memory_dir.is_dir() and store is not memories.first:
+            continue
+        changes += [memories.name(store, c) if memories.named else c for c in (store.fix() if fix else [])]
+        report = store.check()
+        files += report.files
+        findings += [(store, f) for f in report.findings]
+    problems = sum(1 for _, f in findings if f.severity == "problem")
     if as_json:
-        _print_json({**report.to_dict(), "fixed": changes})
+        shown = [
+            {**f.to_dict(), "file": _where(memories, store, f.file), "scope": store.scope or "dir"}
+            for store, f in findings
+        ]
+        _print_json(
+            {"ok": not problems, "files": files, "problems": problems, "findings": shown, "fixed": changes}
+        )
     else:
         for change in changes:
             say(f"fixed: {change}")
-        for f in report.findings:
-            where = f"{f.file}:{f.line}" if f.line else f.file
+        for store, f in findings:
+            file = _where(memories, store, f.file)
+            where = f"{file}:{f.line}" if f.line else file
             say(f"{f.check}: {where}: {f.message}" + (" (hint)" if f.severity == "hint" else ""))
-        say(f"{count(report.files, 'memory', 'memories')}, {count(report.problems, 'problem')}")
-    if not report.ok:
+        say(f"{count(files, 'memory', 'memories')}, {count(problems, 'problem')}")
+    if problems:
         sys.exit(1)
+
+
+def _where(memories: Any, store: Any, file: str) -> str:
+    """A finding's file named with its scope; findings about a folder or a copy (paths, a
+    snapshot, a conflict record) are named with the scope in front."""
+    if not memories.named:
+        return file
+    return f"{store.scope}:{file}"
+
+
+def _archived(ctx: _Context, name: str) -> tuple[Any, str]:
+    """The scope whose archive holds `name` (`scope:file`, or the one scope that has it)."""
+    memories = ctx.memory_set
+    scope, file = memories.split(name)
+    if scope is not None:
+        return memories.store(scope), file
+    holders = [
+        s
+        for s in memories.stores
+        if s.memory_dir.is_dir() and any(m.file.casefold() == file.casefold() for m in s.archived())
+    ]
+    if len(holders) > 1:
+        raise SagememError(f"{file}: more than one scope has it archived; name the one you mean")
+    return (holders[0] if holders else memories.first), file
 
 
 @cli.command("purge-secrets")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..errors import SagememError
+from ..errors import MemoryNotFound, SagememError
 from ..names import TYPES
 from ..text import split_lines
 from .base import (
@@ -187,29 +187,42 @@ def _create(ctx: _Context, given: dict[str, Any], *, similar: bool) -> None:
 @json_option
 @pass_ctx
 def list_(ctx: _Context, type_: str | None, tag: str | None, archived: bool, as_json: bool) -> None:
-    """List memories (files that cannot be read are named on stderr)."""
+    """List memories, of every scope (files that cannot be read are named on stderr)."""
+    memories = ctx.memory_set
     if archived:
         found = [
-            m
-            for m in ctx.store.archived()
+            (store, m)
+            for store in memories.stores
+            if store.memory_dir.is_dir()
+            for m in store.archived()
             if (not type_ or m.type == type_)
             and (not tag or tag.casefold() in {t.casefold() for t in m.tags})
         ]
         if as_json:
-            return _print_json([m.to_dict() for m in found])
-        for m in found:
-            say(f"{m.file}  {m.extra.get('archived_at', '-')}  {m.extra.get('archived_reason', '')}")
+            return _print_json([_listed(memories, store, m) for store, m in found])
+        for store, m in found:
+            name = memories.name(store, m.file)
+            say(f"{name}  {m.extra.get('archived_at', '-')}  {m.extra.get('archived_reason', '')}")
         return
-    scan = ctx.store.scan()
-    memories = scan.select(type=type_, tag=tag)
-    for problem in scan.problems:
-        say(f"sagemem: warning: {problem}", err=True)
+    found = []
+    for store in memories.stores:
+        if not store.memory_dir.is_dir() and store is not memories.first:
+            continue
+        scan = store.scan()
+        for problem in scan.problems:
+            say(f"sagemem: warning: {memories.name(store, problem.file)}: {problem.rule}", err=True)
+        found += [(store, m) for m in scan.select(type=type_, tag=tag)]
     if as_json:
-        return _print_json([m.to_dict() for m in memories])
-    width = max((_width(m.file) for m in memories), default=0)
-    for m in memories:
-        padding = " " * (width - _width(m.file))
-        say(f"{m.file}{padding}  {m.type or '-':<9}  {m.description}".rstrip())
+        return _print_json([_listed(memories, store, m) for store, m in found])
+    names = [memories.name(store, m.file) for store, m in found]
+    width = max((_width(n) for n in names), default=0)
+    for name, (_, m) in zip(names, found, strict=True):
+        padding = " " * (width - _width(name))
+        say(f"{name}{padding}  {m.type or '-':<9}  {m.description}".rstrip())
+
+
+def _listed(memories: Any, store: Any, memory: Any) -> dict[str, Any]:
+    return {**memory.to_dict(), "file": memories.name(store, memory.file), "scope": store.scope or "dir"}
 
 
 @cli.command()
@@ -228,22 +241,22 @@ def read(ctx: _Context, file: str, lines: tuple[int, int] | None, as_json: bool)
     Example:
         sagemem read project_deploy_flow.md --lines 5-12
     """
-    result = ctx.store.read(file)
-    _count_use(ctx, "read", [result.file])
+    store, own = ctx.memory_set.find(file)
+    result = store.read(own)
+    _count_use(store, "read", [result.file])
+    shown = ctx.memory_set.name(store, result.file)
     text, first, last = result.text, 1, None
     if lines:
         first, last = lines
         all_lines = split_lines(result.text)
         if first > len(all_lines):
-            raise SagememError(
-                f"{result.file}: has {len(all_lines)} lines; --lines {first}-{last} is past the end"
-            )
+            raise SagememError(f"{shown}: has {len(all_lines)} lines; --lines {first}-{last} is past the end")
         text = "".join(all_lines[first - 1 : last])
         last = min(last, len(all_lines))
     if as_json:
         return _print_json(
             {
-                "file": result.file,
+                "file": shown,
                 "version": result.version,
                 "lines": [first, last] if lines else None,
                 "text": text,
@@ -252,9 +265,9 @@ def read(ctx: _Context, file: str, lines: tuple[int, int] | None, as_json: bool)
             }
         )
     click.echo(text, nl=False)
-    say(f"sagemem: {result.file} version {result.version}", err=True)
+    say(f"sagemem: {shown} version {result.version}", err=True)
     if result.problem:
-        say(f"sagemem: warning: {result.file}: {result.problem}", err=True)
+        say(f"sagemem: warning: {shown}: {result.problem}", err=True)
 
 
 @cli.command()
@@ -267,6 +280,12 @@ def read(ctx: _Context, file: str, lines: tuple[int, int] | None, as_json: bool)
 @click.option(
     "--content-file", type=click.Path(dir_okay=False, allow_dash=True), help="New content (else stdin)."
 )
+@click.option(
+    "--in",
+    "into",
+    metavar="SCOPE",
+    help="For a new memory, the scope to create it in (else by its type, as `new` does).",
+)
 @_with(writer_options)
 @json_option
 @pass_ctx
@@ -275,6 +294,7 @@ def write(
     file: str,
     expected_version: str | None,
     content_file: Any,
+    into: str | None,
     reason: str,
     writer: str,
     as_json: bool,
@@ -289,10 +309,31 @@ def write(
         sagemem write project_deploy_flow.md --expected-version 3f2a... --content-file new.md
     """
     content = _read_text(content_file) if content_file else _stdin()
-    memory = ctx.store.write(
-        file, content, expected_version=expected_version, writer=writer, reason=reason, short_version=True
+    store, own = _target(ctx, file, expected_version, content, into)
+    memory = store.write(
+        own, content, expected_version=expected_version, writer=writer, reason=reason, short_version=True
     )
-    _print_written(memory, as_json)
+    _print_written(memory, as_json, name=ctx.memory_set.name(store, memory.file), scope=store.scope)
+
+
+def _target(ctx: _Context, name: str, expected: str | None, content: str, into: str | None) -> Any:
+    """Where `write` writes: the scope named (`user:x.md` or `--in`), the scope holding the
+    memory, else (a new one) where `new` would put a memory of its type."""
+    memories = ctx.memory_set
+    scope, file = memories.split(name)
+    if scope is not None or into is not None:
+        return memories.store(scope or into), file
+    try:
+        return memories.find(name)
+    except MemoryNotFound:
+        pass  # new, or (with a version) deleted meanwhile: the write itself says which
+    from ..memory import parse_memory  # YAML: loaded by the writing commands only
+
+    try:
+        kind = parse_memory(file, content.encode("utf-8")).type
+    except (SagememError, ValueError):
+        kind = ""
+    return memories.route(kind), file
 
 
 @cli.command()
@@ -353,8 +394,9 @@ def update(
     if body is not None and body_file is not None:
         raise click.UsageError("give --body or --body-file, not both")
     new_body = _read_text(body_file) if body_file else body
-    memory = ctx.store.update(
-        file,
+    store, own = ctx.memory_set.find(file)
+    memory = store.update(
+        own,
         expected_version=expected_version,
         body=new_body,
         writer=writer,
@@ -362,7 +404,28 @@ def update(
         short_version=True,
         **fields,
     )
-    _print_written(memory, as_json)
+    _print_written(memory, as_json, name=ctx.memory_set.name(store, memory.file), scope=store.scope)
+
+
+@cli.command()
+@click.argument("file")
+@click.option(
+    "--to", "to", required=True, metavar="SCOPE", help="The scope to move it to (see `sagemem path`)."
+)
+@_with(writer_options)
+@json_option
+@pass_ctx
+def move(ctx: _Context, file: str, to: str, reason: str, writer: str, as_json: bool) -> None:
+    """Move a memory to another scope of the set: created there, then taken out of its old
+    scope if it is still the version copied (else exit 3, and both copies stay); both
+    indexes follow.
+
+    \b
+    Example:
+        sagemem move project:user_prefers_pnpm.md --to user
+    """
+    store, memory = ctx.memory_set.move(file, to, writer=writer, reason=reason)
+    _print_written(memory, as_json, name=ctx.memory_set.name(store, memory.file), scope=store.scope)
 
 
 @cli.command("index")
