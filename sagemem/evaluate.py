@@ -14,6 +14,7 @@ question is injected statelessly, as the first message of a session would be, an
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
@@ -23,9 +24,9 @@ from typing import Any
 
 from . import corpus as corpus_module
 from .cache import Progress
-from .config import Settings
+from .config import Scope, Settings
 from .errors import SagememError
-from .inject import Injection, inject
+from .inject import Injection, inject_set
 
 TOP = 5
 
@@ -92,24 +93,44 @@ def load_queries(set_dir: Path) -> list[dict[str, Any]]:
     return queries
 
 
-def evaluate(set_dir: Path, settings: Settings, progress: Progress | None = None) -> Report:
-    """Score every question of the set; the set's directory is only read, never written."""
+def evaluate(
+    set_dir: Path, settings: Settings, progress: Progress | None = None, *, scopes: int = 1
+) -> Report:
+    """Score every question of the set; the set's directory is only read, never written.
+    With `scopes` > 1 its memories are dealt round-robin into that many directories, ranked
+    as one memory set: the figures should not move (one BM25 scale across scopes)."""
     memory_dir = set_dir / "memory"
     queries = load_queries(set_dir)
-    with tempfile.TemporaryDirectory(prefix="sagemem-eval-") as state:
-        corpus = corpus_module.load(memory_dir, Path(state), use_cache=False, progress=progress)
+    with tempfile.TemporaryDirectory(prefix="sagemem-eval-") as work:
+        places = _dealt(memory_dir, Path(work), scopes) if scopes > 1 else [(memory_dir, Path(work))]
+        corpora = [corpus_module.load(m, st, use_cache=False, progress=progress) for m, st in places]
+        names = [f"s{n}" for n in range(1, len(places) + 1)] if len(places) > 1 else [""]
+        set_ = [Scope(n, m, st, "eval", st / "locks") for n, (m, st) in zip(names, places, strict=True)]
         outcomes = []
         for done, q in enumerate(queries, 1):
-            outcomes.append(_score(q, inject(memory_dir, Path(state), q["query"], settings, corpus=corpus)))
+            outcomes.append(_score(q, inject_set(set_, q["query"], settings, corpora=corpora)))
             if progress is not None:
                 progress(done, len(queries))
     return Report(tuple(outcomes))
 
 
+def _dealt(memory_dir: Path, work: Path, count: int) -> list[tuple[Path, Path]]:
+    """The set's memory files copied round-robin (in name order) into `count` directories."""
+    places = []
+    for n in range(count):
+        folder = work / f"scope{n + 1}"
+        folder.mkdir()
+        places.append((folder, work / f"state{n + 1}"))
+    names = sorted(p.name for p in memory_dir.iterdir() if p.suffix == ".md" and p.name != "MEMORY.md")
+    for i, name in enumerate(names):
+        shutil.copyfile(memory_dir / name, places[i % count][0] / name)
+    return places
+
+
 def _score(query: dict[str, Any], injection: Injection) -> Outcome:
     gold = [str(g) for g in query.get("gold", [])]
     top = injection.snippets[:TOP]
-    files = tuple(dict.fromkeys(s.file for s in top))
+    files = tuple(dict.fromkeys(s.file.split(":", 1)[-1] for s in top))  # `s2:x.md` is x.md
     evidence = str(query.get("evidence") or "")
     return Outcome(
         id=str(query.get("id", "")),

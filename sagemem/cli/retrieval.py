@@ -88,9 +88,16 @@ def inject(ctx: _Context, query: str, session: str | None, reset: bool, output: 
 
 @cli.command("eval")
 @click.argument("set_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--scopes",
+    type=click.IntRange(1, 8),
+    default=1,
+    show_default=True,
+    help="Deal the memories into this many directories, searched as one memory set.",
+)
 @json_option
 @pass_ctx
-def eval_(ctx: _Context, set_dir: Path, as_json: bool) -> None:
+def eval_(ctx: _Context, set_dir: Path, scopes: int, as_json: bool) -> None:
     """Measure retrieval on an evaluation set (SET_DIR/memory and SET_DIR/queries.jsonl).
 
     \b
@@ -102,7 +109,7 @@ def eval_(ctx: _Context, set_dir: Path, as_json: bool) -> None:
     from ..progress import Bar
 
     settings = load_settings(Path(ctx.state_dir) if ctx.state_dir else set_dir / "memory" / ".sagemem")
-    report = evaluate(set_dir, settings, Bar.for_terminal("evaluating"))
+    report = evaluate(set_dir, settings, Bar.for_terminal("evaluating"), scopes=scopes)
     summary, breakdown = report.summary(), report.breakdown()
     if as_json:
         return _print_json({"summary": summary, "breakdown": breakdown})

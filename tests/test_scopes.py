@@ -1,0 +1,254 @@
+"""A memory set: the project's memory, the user's and Claude Code's auto-memory folder, found,
+ranked as one collection, written to one scope at a time, each keeping its own state."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sagemem import MemorySet, MemoryStore, VersionConflict
+from sagemem.config import locate_scopes
+from sagemem.corpus import load
+from sagemem.native import claude_memory_dir, claude_slug
+from sagemem.retrieve import Shelf, search
+
+from .memories import DANCE, make
+from .test_git import git
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def home() -> Path:
+    return Path(os.environ["HOME"])
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A git project with its own memory, a user memory, and Claude Code's folder for it."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    project = MemoryStore(root / ".sagemem" / "memory")
+    project.init()
+    project.create(
+        type="project", name="deploy", description="How we deploy to production", body="make deploy"
+    )
+    user = MemoryStore(home() / ".sagemem" / "memory")
+    user.init()
+    user.create(
+        type="user", name="pnpm", description="The user prefers pnpm over npm", body="Use pnpm install."
+    )
+    claude = claude_memory_dir(root, home(), os.environ)
+    claude.mkdir(parents=True)
+    (claude / "MEMORY.md").write_text("- [Cat](user_cat.md) — the user's cat\n")
+    (claude / "user_cat.md").write_text(
+        "---\nname: cat\ndescription: the user's cat\ntype: user\n---\n\nThe cat is called Sesame (芝麻).\n"
+    )
+    return root
+
+
+def cli(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sagemem", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def test_the_set_is_project_user_and_claude_in_that_order(project: Path) -> None:
+    scopes = locate_scopes(cwd=project)
+    assert [s.name for s in scopes] == ["project", "user", "claude"]
+    claude = scopes[2]
+    assert claude.native and claude.memory_dir.name == "memory"
+    assert claude.memory_dir.parent.name == claude_slug(str(project))
+    assert claude.state_dir.is_relative_to(home() / ".sagemem" / "adopted")  # never in Claude's folder
+    assert scopes[1].state_dir == home() / ".sagemem" / "memory" / ".sagemem"
+    one = locate_scopes(project / ".sagemem" / "memory")
+    assert [s.name for s in one] == ["dir"]  # a directory named by hand is a set of one
+
+
+def test_a_setting_turns_a_scope_off(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAGEMEM_SCOPES", "project,claude")
+    assert [s.name for s in locate_scopes(cwd=project)] == ["project", "claude"]
+    monkeypatch.delenv("SAGEMEM_SCOPES")
+    state = project / ".sagemem" / "memory" / ".sagemem"
+    (state / "settings.json").write_text(json.dumps({"scopes": ["project", "user"]}))
+    assert [s.name for s in locate_scopes(cwd=project)] == ["project", "user"]
+
+
+def test_a_user_memory_is_found_inside_a_project(project: Path) -> None:
+    memories = MemorySet.locate(cwd=project)
+    hits = memories.search("should I use pnpm or npm").hits
+    assert hits and hits[0].file == "user:user_pnpm.md" and hits[0].scope == "user"
+    injection = memories.inject("what is my cat called?", session="s1")
+    assert "### claude:user_cat.md:" in injection.text and "Sesame" in injection.text
+    # the session's ledger is in the first scope's state
+    assert list((project / ".sagemem" / "memory" / ".sagemem" / "sessions").glob("*.json"))
+    assert memories.store("claude").ledger()["user_cat.md"].injected.count == 1
+    assert not (claude_memory_dir(project, home(), os.environ) / ".sagemem").exists()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(split=st.lists(st.integers(min_value=0, max_value=2), min_size=len(DANCE), max_size=len(DANCE)))
+def test_splitting_a_directory_into_scopes_changes_no_score(
+    tmp_path_factory: pytest.TempPathFactory, split: list[int]
+) -> None:
+    """One BM25 scale: the statistics are summed over the scopes, so a memory scores the same
+    in whichever directory it is."""
+    root = tmp_path_factory.mktemp("split")
+    whole = make(root / "whole", DANCE)
+    parts = [root / f"part{n}" for n in range(3)]
+    for folder in parts:
+        folder.mkdir()
+    for (name, text), n in zip(sorted(DANCE.items()), split, strict=True):
+        (parts[n] / name).write_text(text)
+    queries = [
+        "studio lease rent",
+        "competition judges scoring",
+        "evening rehearsal classes",
+        "salsa teacher",
+    ]
+    one = load(whole.memory_dir, root / "state-whole")
+    shelves = [Shelf(f"p{n}", load(p, root / f"state{n}")) for n, p in enumerate(parts)]
+    for query in queries:
+        expected = {(h.file, h.start, round(h.score, 9)) for h in search(one, query).ranked}
+        got = {(h.file.split(":", 1)[1], h.start, round(h.score, 9)) for h in search(shelves, query).ranked}
+        assert got == expected, query
+
+
+def test_new_memories_go_where_their_type_belongs(project: Path) -> None:
+    done = cli(project, "new", "--type", "user", "--name", "editor", "--description", "The user edits in vim")
+    assert done.returncode == 0 and done.stdout.startswith("user:user_editor.md ")
+    assert (home() / ".sagemem" / "memory" / "user_editor.md").is_file()
+    done = cli(
+        project, "new", "--type", "feedback", "--name", "tests", "--description", "Run the tests first"
+    )
+    assert done.stdout.startswith("project:feedback_tests.md ")
+    done = cli(
+        project, "new", "--in", "user", "--type", "project", "--name", "side", "--description", "A side"
+    )
+    assert done.stdout.startswith("user:project_side.md ")
+    index = (home() / ".sagemem" / "memory" / "MEMORY.md").read_text()
+    assert "(user_editor.md)" in index and "(project_side.md)" in index
+
+
+def test_remember_names_the_similar_memories(project: Path) -> None:
+    done = cli(
+        project,
+        "remember",
+        "--type",
+        "user",
+        "--name",
+        "package manager",
+        "--description",
+        "The user prefers pnpm as package manager",
+        "--json",
+    )
+    data = json.loads(done.stdout)
+    assert data["file"] == "user:user_package_manager.md"
+    assert [s["file"] for s in data["similar"]][:1] == ["user:user_pnpm.md"]
+
+
+def test_names_are_scoped_and_a_plain_name_finds_its_scope(project: Path) -> None:
+    listed = cli(project, "list").stdout
+    assert "project:project_deploy.md" in listed and "claude:user_cat.md" in listed
+    assert "Sesame" in cli(project, "read", "user_cat.md").stdout  # one scope holds it
+    MemoryStore(project / ".sagemem" / "memory").create(type="user", name="pnpm", description="a clash")
+    clash = cli(project, "read", "user_pnpm.md")
+    assert clash.returncode == 1 and "more than one scope holds it" in clash.stderr
+    assert "prefers pnpm" in cli(project, "read", "user:user_pnpm.md").stdout
+    where = cli(project, "path").stdout
+    assert where.splitlines()[0].startswith("project: ") and "claude:" in where
+
+
+def test_move_is_guarded_and_fixes_both_indexes(project: Path) -> None:
+    memories = MemorySet.locate(cwd=project)
+    store, moved = memories.move("project:project_deploy.md", "user")
+    assert store.scope == "user" and moved.file == "project_deploy.md"
+    assert not (project / ".sagemem" / "memory" / "project_deploy.md").exists()
+    assert "(project_deploy.md)" not in (project / ".sagemem" / "memory" / "MEMORY.md").read_text()
+    assert "(project_deploy.md)" in (home() / ".sagemem" / "memory" / "MEMORY.md").read_text()
+    again = cli(project, "move", "user:project_deploy.md", "--to", "user")
+    assert again.returncode == 1 and "is in user already" in again.stderr
+    # a copy already there: refused, nothing lost
+    MemoryStore(project / ".sagemem" / "memory").create(type="project", name="deploy", description="again")
+    refused = cli(project, "move", "project:project_deploy.md", "--to", "user")
+    assert refused.returncode == 3
+    assert (project / ".sagemem" / "memory" / "project_deploy.md").is_file()
+
+
+def test_a_move_that_races_an_edit_keeps_both_copies(project: Path) -> None:
+    memories = MemorySet.locate(cwd=project)
+    source = memories.store("project")
+    read = source.read("project_deploy.md")
+    target = memories.store("user")
+    target.write("project_deploy.md", read.text, expected_version=None)  # as the move does
+    (source.memory_dir / "project_deploy.md").write_text(read.text + "\nedited meanwhile\n")
+    with pytest.raises(VersionConflict):
+        source.take_out("project_deploy.md", expected_version=read.version)
+    assert "edited meanwhile" in (source.memory_dir / "project_deploy.md").read_text()
+
+
+def test_claude_codes_folder_is_guarded_with_its_state_kept_apart(project: Path) -> None:
+    memory = claude_memory_dir(project, home(), os.environ) / "user_cat.md"
+
+    def tool(fired: str, name: str, **arguments: object) -> str:
+        event = {
+            "session_id": "cc1",
+            "cwd": str(project),
+            "hook_event_name": fired,
+            "tool_name": name,
+            "tool_input": {"file_path": str(memory), **arguments},
+        }
+        done = cli(project, "hook", "claude-code", stdin=json.dumps(event))
+        assert done.returncode == 0 and done.stderr == ""
+        return done.stdout
+
+    denied = json.loads(tool("PreToolUse", "Edit", old_string="Sesame", new_string="Mochi"))
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"  # never read in this session
+    assert tool("PostToolUse", "Read") == ""
+    assert tool("PreToolUse", "Edit", old_string="Sesame", new_string="Mochi") == ""
+    assert not (memory.parent / ".sagemem").exists()  # locks, conflicts, ledgers: all elsewhere
+    assert list((home() / ".sagemem" / "adopted").glob("claude-*/conflicts/*.json"))
+
+
+def test_the_prompt_hook_ranks_every_scope(project: Path) -> None:
+    event = {"session_id": "h1", "cwd": str(project), "hook_event_name": "UserPromptSubmit"}
+    done = cli(
+        project, "hook", "claude-code", stdin=json.dumps({**event, "prompt": "do I prefer pnpm or npm?"})
+    )
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "### user:user_pnpm.md:" in context
+    assert str(project / ".sagemem" / "memory") in context.splitlines()[0]  # every scope named
+    assert str(home() / ".sagemem" / "memory") in context.splitlines()[0]
+
+
+def test_two_scopes_cost_the_eval_set_nothing(tmp_path: Path) -> None:
+    """The bundled evaluation set dealt into two and three directories: the same answers."""
+    from sagemem.config import Settings
+    from sagemem.evaluate import evaluate
+
+    base = evaluate(ROOT / "fixtures" / "eval", Settings()).summary()
+    for count in (2, 3):
+        split = evaluate(ROOT / "fixtures" / "eval", Settings(), scopes=count).summary()
+        assert abs(split["recall_at_5"] - base["recall_at_5"]) <= 0.01
+        assert split["false_injection"] == base["false_injection"]
+        assert split["evidence_at_5"] == base["evidence_at_5"]
+
+
+def test_an_explicit_directory_is_one_scope_with_plain_names(tmp_path: Path) -> None:
+    store = make(tmp_path / "mem", DANCE)
+    done = cli(tmp_path, "--dir", str(store.memory_dir), "list")
+    assert "project_studio_opening.md" in done.stdout and ":project_studio_opening.md" not in done.stdout
+    assert shutil.which("git")  # the fixtures above need it
