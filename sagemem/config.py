@@ -271,12 +271,14 @@ class Settings(NamedTuple):
     archive_user_days: int = 365
     snapshot_keep: int = 10  # snapshots kept besides the last 3 taken before rollbacks
     scopes: tuple[str, ...] = SCOPE_NAMES  # the scopes of the memory set to use
+    rules: bool = True  # "How to save a memory" at a session's start, where the harness has none
     debug: bool = False  # one diagnostic line per call on stderr
 
     def to_dict(self) -> dict[str, object]:
         return self._asdict()
 
 
+_OFF = ("", "0", "false", "no", "off")
 # name -> (environment variable, lowest, highest)
 _RANGES: dict[str, tuple[str, float, float]] = {
     "budget": ("SAGEMEM_BUDGET", 4096, 512 * 1024),
@@ -318,6 +320,9 @@ def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Sett
     names = scopes.split(",") if isinstance(scopes, str) else scopes if isinstance(scopes, list) else None
     if names is not None:
         values["scopes"] = tuple(n.strip() for n in names if isinstance(n, str) and n.strip() in SCOPE_NAMES)
+    rules = env.get("SAGEMEM_RULES", stored.get("rules"))
+    if isinstance(rules, bool) or isinstance(rules, str):
+        values["rules"] = rules if isinstance(rules, bool) else rules.strip().lower() not in _OFF
     values["debug"] = env.get("SAGEMEM_DEBUG", "") not in ("", "0", "false", "no")
     values["task"] = env.get("SAGEMEM_TASK_ID", "")
     return Settings(**values)  # type: ignore[arg-type]

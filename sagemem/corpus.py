@@ -160,6 +160,11 @@ class Corpus:
         rows = self._conn.execute("SELECT name, entry FROM files WHERE baseline AND entry IS NOT NULL")
         return [_decode(*row) for row in rows]
 
+    def descriptions_sample(self, limit: int = 200) -> list[str]:
+        """Up to `limit` memories' descriptions: enough to tell the language they are written in."""
+        rows = self._conn.execute("SELECT name, entry FROM files WHERE entry IS NOT NULL LIMIT ?", (limit,))
+        return [_decode(*row).description for row in rows]
+
     def left_out(self) -> list[tuple[str, str]]:
         """(file, problem) for each memory left out of search on purpose (unresolved merge
         conflict markers), in name order."""

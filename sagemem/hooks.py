@@ -136,9 +136,11 @@ def handle(
                 return None
             return _file_tool(harness, fired, data, scopes, session)
         care: list[tuple[str, str]] = []
+        rules = None
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
             care = _session_start(scopes)
+            rules = _rules_for(harness, cwd, env)
         else:
             query, reset = _question(str(data.get("prompt") or "")), False
             if any(marker in query for marker in OWN_MARKERS):
@@ -153,6 +155,7 @@ def handle(
             max_bytes=MAX_CONTEXT_BYTES,
             care=care,
             deadline=started + INDEX_SECONDS,
+            rules=rules,
         )
         if not injection.text:
             return None
@@ -160,6 +163,53 @@ def handle(
     except Exception as exc:  # fail open: whatever happened, the agent's prompt goes on untouched
         _log(state, f"{harness} {event or ''}: {type(exc).__name__}: {exc}")
         return None
+
+
+def _rules_for(harness: str, cwd: Path, env: Mapping[str, str] | None) -> Any:
+    """How this harness's model may save a memory, when the harness tells it nothing itself:
+    Claude Code does, in its own prompt, while its auto memory is on (sagemem reads that
+    folder as a scope); Codex, Gemini CLI and dsh do not. None: no rules from sagemem."""
+    from .inject import Rules
+
+    environment = os.environ if env is None else env
+    home = Path(environment["HOME"]) if environment.get("HOME") else Path.home()
+    try:
+        if harness == "claude-code":
+            from .native import claude_auto_memory
+
+            if claude_auto_memory(cwd, home, environment)[0]:
+                return None
+        return Rules(mcp=_mcp_ready(harness, cwd, home, environment))
+    except Exception as exc:  # noqa: BLE001 - no rules is better than no memory
+        _log(None, f"{harness}: saving rules not chosen: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _mcp_ready(harness: str, cwd: Path, home: Path, env: Mapping[str, str]) -> bool:
+    """Whether this harness starts sagemem's MCP server (so its tools can be named): an entry
+    for it in the harness's settings, and the mcp package installed here."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        return False
+    if harness == "dsh":
+        return True  # `install dsh` mounts the MCP client beside the hooks bridge
+    from .install import registered_mcp
+    from .native import git_main_root, read_json
+
+    root = git_main_root(cwd) or cwd
+    if harness == "claude-code":
+        files = [root / ".mcp.json"]
+    elif harness == "gemini":
+        files = [root / ".gemini" / "settings.json", home / ".gemini" / "settings.json"]
+    else:
+        files = []
+    for path in files:
+        servers = read_json(path).get("mcpServers")
+        if isinstance(servers, dict) and "sagemem" in servers:
+            return True
+    found = registered_mcp(harness, home=home, env=env)
+    return bool(found and found[1])
 
 
 def _session_start(scopes: list[Scope]) -> list[tuple[str, str]]:

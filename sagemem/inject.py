@@ -187,13 +187,15 @@ def inject_set(
     max_bytes: int | None = None,
     care: Sequence[tuple[str, str]] = (),
     deadline: float | None = None,
+    rules: Rules | None = None,
 ) -> Injection:
     """What to inject for `query` from a memory set, ranked as one collection. The session's
     ledger is in the first scope's state; each scope counts its own uses. `max_bytes` caps
     this one injection (a harness's limit); `care` holds (check, file) findings to tell the
     session once, at its start (archived memories changed after archiving); past `deadline`
     (`time.monotonic()`), files not yet indexed are left for the next call and the answer
-    comes from what is indexed."""
+    comes from what is indexed; `rules`, for a harness that tells its model nothing about
+    saving memory, adds "How to save a memory" once a session, at its start."""
     query = clip_query(query)
     if corpora is None:
         return corpus_module.using_all(
@@ -208,6 +210,7 @@ def inject_set(
                 corpora=own,
                 max_bytes=max_bytes,
                 care=care,
+                rules=rules,
             ),
             deadline=deadline,
         )
@@ -219,6 +222,8 @@ def inject_set(
     plan = _Plan(scopes, shelves, result, query, settings, lang, task or settings.task or session)
     plan.max_bytes = max_bytes
     plan.care = tuple(care)
+    if rules is not None and settings.rules:
+        plan.rules = _rules_text(rules, scopes, shelves, settings)
     if session is None:
         injection = plan.run(Ledger(""), stateless=True)
     else:
@@ -248,6 +253,26 @@ def inject_set(
     return injection
 
 
+class Rules(NamedTuple):
+    """How a harness's model may save a memory: through the MCP tools, or at the command line."""
+
+    mcp: bool
+
+
+def _rules_text(
+    rules: Rules, scopes: Sequence[Scope], shelves: Sequence[retrieve.Shelf], settings: Settings
+) -> str:
+    from .rules import describes_lang, saving_rules
+
+    lang = settings.lang or describes_lang(d for shelf in shelves for d in shelf.corpus.descriptions_sample())
+    places = {
+        "project": "this repository's .sagemem/memory",
+        "user": "your own ~/.sagemem/memory",
+    }
+    named = {s.name: places[s.name] for s in scopes if s.name in places} if len(scopes) > 1 else None
+    return saving_rules(lang, mcp=rules.mcp, command=command_line(), scopes=named)
+
+
 def _by_scope(snippets: Sequence[render.Snippet]) -> dict[str, list[str]]:
     """Each scope's file names among `snippets` (their own names, without the scope)."""
     found: dict[str, list[str]] = {}
@@ -275,6 +300,7 @@ class _Plan:
         self.state_dir = scopes[0].state_dir
         self.query, self.settings, self.lang, self.task = query, settings, lang, task
         self.max_bytes: int | None = None  # one injection's cap (a harness's output limit)
+        self.rules = ""  # "How to save a memory", offered at a session's start
         self.care: tuple[tuple[str, str], ...] = ()  # findings to tell at the session's start
 
     def run(self, ledger: Ledger, *, stateless: bool) -> Injection:
@@ -303,6 +329,10 @@ class _Plan:
             for shelf in self.shelves
             for file, _ in shelf.corpus.left_out()
         ]
+        # The rules for saving: once a session, at its start (again after a compaction).
+        rules_key = hashlib.sha256(self.rules.encode("utf-8")).hexdigest()[:16] if self.rules else ""
+        fresh = not stateless and not repeated and not ledger.baseline_done
+        rules = self.rules if self.rules and fresh and rules_key not in ledger.cards else ""
         # The framing (intro, discipline, fence, status) is paid once per injection; sized here
         # with the longest status line it can have.
         framing = len(
@@ -314,6 +344,7 @@ class _Plan:
                 limit=budget,
                 omitted=999,
                 left_out=left_out,
+                rules=rules,
             ).encode("utf-8")
         )
         spent = framing
@@ -350,9 +381,9 @@ class _Plan:
         checkpoint = self._checkpoint() if chosen or cards or baseline else ""
 
         text, base = "", ledger.used
-        while chosen or cards or checkpoint:
+        while chosen or cards or checkpoint or rules:
             extra = cards + ([checkpoint] if checkpoint else [])
-            text, used = self._draw(chosen, extra, len(held) + len(omitted), left_out, base, spent)
+            text, used = self._draw(chosen, extra, len(held) + len(omitted), left_out, base, spent, rules)
             if self.max_bytes is None or len(text.encode("utf-8")) <= self.max_bytes:
                 break
             # Over this injection's cap (a long fence, a long path): give up the last snippet,
@@ -364,13 +395,15 @@ class _Plan:
                 spent -= len(part.encode("utf-8")) + 2
             elif checkpoint:
                 checkpoint = ""
-            else:
+            elif cards:
                 cards.pop()
                 taken.pop()
+            else:
+                rules = ""
         if text:
             ledger.used = used
             ledger.reserve_used += sum(len(c.encode("utf-8")) for c in cards)
-            ledger.cards.extend(taken)
+            ledger.cards.extend(taken + ([rules_key] if rules else []))
         else:
             chosen, cards = [], []
         card = card if card in cards else ""
@@ -411,6 +444,7 @@ class _Plan:
         left_out: list[str],
         base: int,
         spent: int,
+        rules: str = "",
     ) -> tuple[str, int]:
         """The text, and the session's bytes after it: what was printed, cards and the
         checkpoint excepted (they have the reserve). Drawn twice, because the status line
@@ -426,6 +460,7 @@ class _Plan:
                 omitted=count,
                 extra=extra,
                 left_out=left_out,
+                rules=rules,
             )
 
         free = sum(len(c.encode("utf-8")) + 2 for c in extra)

@@ -69,7 +69,7 @@ def claude_auto_memory(cwd: Path, home: Path, env: Mapping[str, str]) -> tuple[b
     layers = [claude_home(home, env) / "settings.json"]
     layers += [root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"]
     for path in layers:
-        setting = _read_json(path).get("autoMemoryEnabled")
+        setting = read_json(path).get("autoMemoryEnabled")
         if isinstance(setting, bool):
             value, source = setting, str(path)
     return value, f"autoMemoryEnabled is {str(value).lower()} in {source}" if source else "the default"
@@ -100,7 +100,7 @@ def _small(path: Path) -> str:
     return (read_config(path, 64 * 1024) or b"").decode("utf-8")
 
 
-def _read_json(path: Path) -> dict[str, object]:
+def read_json(path: Path) -> dict[str, object]:
     from .errors import SagememError
     from .files import read_config
 

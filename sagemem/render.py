@@ -114,10 +114,12 @@ def render(
     omitted: int,
     extra: Sequence[str] = (),
     left_out: Sequence[str] = (),
+    rules: str = "",
 ) -> str:
-    """The whole injection: framing, then the snippets and any cards (`extra`) inside one
-    fence (cards quote memory text too), then the status line, which also names the memories
-    `left_out` (unresolved merge conflicts)."""
+    """The whole injection: framing, sagemem's own `rules` for saving (outside the fence: they
+    are sagemem's words, not memory text), then the snippets and any cards (`extra`) inside
+    one fence (cards quote memory text too), then the status line, which also names the
+    memories `left_out` (unresolved merge conflicts)."""
     t = TEMPLATES[lang]
     body = "\n\n".join([*parts, *extra])
     fence = "`" * max(3, _longest_backticks(body) + 1)
@@ -128,6 +130,8 @@ def render(
     )
     dirs = [memory_dir] if isinstance(memory_dir, str) else list(memory_dir)
     blocks = [t["intro"].format(dir=", ".join(quoted(d) for d in dirs)), t["discipline"]]
+    if rules:
+        blocks.append(rules.rstrip("\n"))
     if body:
         blocks.append(f"{fence}text\n{body}\n{fence}")
     blocks.append(status)

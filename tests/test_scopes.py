@@ -252,3 +252,61 @@ def test_an_explicit_directory_is_one_scope_with_plain_names(tmp_path: Path) -> 
     done = cli(tmp_path, "--dir", str(store.memory_dir), "list")
     assert "project_studio_opening.md" in done.stdout and ":project_studio_opening.md" not in done.stdout
     assert shutil.which("git")  # the fixtures above need it
+
+
+# -- the rules for saving, at a session's start ---------------------------------------------
+
+
+def start(project: Path, harness: str, sid: str = "r1", source: str = "startup", **env: str) -> str:
+    event = {"session_id": sid, "cwd": str(project), "hook_event_name": "SessionStart", "source": source}
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "hook", harness, "SessionStart"],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stderr == ""
+    return json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] if done.stdout else ""
+
+
+def test_harnesses_without_memory_rules_get_ours_once_a_session(project: Path) -> None:
+    from sagemem.command import command_line
+
+    text = start(project, "codex")
+    assert "How to save a memory" in text and f"`{command_line('remember')}" in text
+    assert "memory_remember" not in text  # no MCP server configured for Codex here
+    rules = text.split("How to save a memory", 1)[1].split("```", 1)[0]
+    assert len(("How to save a memory" + rules).encode("utf-8")) <= 1200
+    assert "How to save a memory" not in start(project, "codex", source="resume")  # once
+    assert "How to save a memory" in start(project, "codex", source="compact")  # again after compaction
+    assert "How to save a memory" not in start(project, "codex", sid="r2", SAGEMEM_RULES="0")
+
+
+def test_claude_code_gets_no_rules_while_its_own_memory_is_on(project: Path) -> None:
+    assert "How to save a memory" not in start(project, "claude-code")
+    off = start(project, "claude-code", sid="r2", CLAUDE_CODE_DISABLE_AUTO_MEMORY="1")
+    assert "How to save a memory" in off
+
+
+def test_the_rules_name_the_mcp_tools_where_the_server_is_configured(project: Path) -> None:
+    pytest.importorskip("mcp")
+    (project / ".gemini").mkdir()
+    entry = {"mcpServers": {"sagemem": {"command": "sagemem", "args": ["mcp"]}}}
+    (project / ".gemini" / "settings.json").write_text(json.dumps(entry))
+    text = start(project, "gemini")
+    assert "memory_remember(" in text and "remember --type" not in text
+    assert "Type user → user" in text  # the scopes: where each type goes
+
+
+def test_the_rules_follow_the_language_the_memories_are_written_in(tmp_path: Path) -> None:
+    store = make(
+        tmp_path / "proj" / ".sagemem" / "memory",
+        {
+            f"project_zh{n}.md": f"---\ndescription: 部署流程第{n}步的说明\n---\n\n先跑测试。\n"
+            for n in range(3)
+        },
+    )
+    assert "如何保存记忆" in start(store.memory_dir.parent.parent, "gemini")
