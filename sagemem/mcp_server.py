@@ -1,16 +1,22 @@
-"""`sagemem mcp`: the memory store as an MCP server over stdio (needs `sagemem[mcp]`).
+"""`sagemem mcp`: the memory set as an MCP server over stdio (needs `sagemem[mcp]`).
 
-Each tool calls the `MemoryStore` facade directly, so every rule of the CLI holds here too:
-one-segment names, no reserved files, size caps, version-guarded writes, conflicts kept.
-Nothing but protocol goes to stdout. Each search brings the persisted index up to date first
-(a listing of the directory when nothing changed), so what people, editors or git changed
-is found at once and nothing needs a restart; no read snapshot is held between calls.
+Each tool calls the `MemorySet` / `MemoryStore` facades, so every rule of the CLI holds here
+too: one-segment names, no reserved files, size caps, version-guarded writes, conflicts
+kept, secrets refused. The tools are made for a model: `memory_remember` builds the file
+(frontmatter, the `<type>_<slug>.md` name) from fields, where a whole file and a name to
+invent are what models get wrong, and answers with the memories that look like it, so the
+next step can be an update instead of a duplicate. Every parameter is described. Nothing but
+protocol goes to stdout. Each search brings the persisted indexes up to date first (a
+listing of each directory when nothing changed), so what people, editors or git changed is
+found at once.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import inspect
+from typing import Annotated, Any
+
+from pydantic import Field
 
 try:
     from mcp.server import MCPServer as _Server  # mcp >= 2
@@ -19,84 +25,257 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as _Server  # type: ignore[no-redef]
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
+from .config import STATE_DIR_NAME, Scope
 from .errors import SagememError, VersionConflict
+from .inject import read_snippet
+from .memory_set import MemorySet
+from .names import TYPES
 from .store import MemoryStore
 
 INSTRUCTIONS = (
     "File-based memory of this user and project: Markdown notes of preferences, decisions, "
-    "references and feedback. Call memory_search before answering questions about past "
-    "decisions, conventions or how things are done here; memory_read to see a whole memory "
-    "and its version; memory_write to record something worth keeping (pass the version you "
-    "read; a conflict means someone changed it: read again). Cite what you used with memory_cite."
+    "references and feedback, in scopes (the project's, the user's, Claude Code's own). Call "
+    "memory_search before answering questions about past decisions, conventions or how things "
+    "are done here. To keep something: memory_search first; if a memory covers it, "
+    "memory_update it with the version you got; else memory_remember. Never store secrets. "
+    "Cite what you used with memory_cite."
 )
 
+Name = Annotated[
+    str,
+    Field(description="A memory's file name as memory_search or memory_list gave it, e.g. user:user_cat.md"),
+]
+Version = Annotated[
+    str, Field(description="The memory's version (64 hex digits) from memory_read or memory_search")
+]
 
-def build(store: MemoryStore) -> Any:
-    """The server, with its tools bound to `store`."""
+
+def _doc(text: str) -> str:
+    """A tool description without the source's indentation."""
+    return inspect.cleandoc(text)
+
+
+def build(memories: MemorySet | MemoryStore) -> Any:
+    """The server, with its tools bound to `memories` (a set, or one store)."""
+    if isinstance(memories, MemoryStore):
+        store = memories
+        lock_dir = store.lock_dir or store.memory_dir / STATE_DIR_NAME / "locks"
+        memories = MemorySet([Scope(store.scope, store.memory_dir, store.state_dir, "", lock_dir)])
     server = _Server("sagemem", instructions=INSTRUCTIONS)
 
-    @server.tool()
-    def memory_search(query: str, limit: int = 5) -> list[dict[str, Any]]:
-        """Find the memory snippets relevant to a question. Returns ranked hits with the
-        file, the line range, the snippet text and the memory's version. Empty when nothing
-        is relevant."""
-        from .inject import read_snippet
+    def hit_dict(hit: Any) -> dict[str, Any]:
+        snippet = read_snippet(memories.snippet_dir(hit), hit.entry, hit.start, hit.end)
+        return {
+            "file": hit.file,
+            "lines": [hit.start, hit.end],
+            "score": round(hit.score, 4),
+            "description": hit.description,
+            "snippet": snippet.text if snippet else "",
+            "version": hit.version,
+        }
 
-        hits = store.search(query, limit=max(1, min(limit, 20))).hits
-        found = []
-        for hit in hits:
-            snippet = read_snippet(store.memory_dir, hit.entry, hit.start, hit.end)
-            found.append(
-                {
-                    "file": hit.file,
-                    "lines": [hit.start, hit.end],
-                    "score": round(hit.score, 4),
-                    "description": hit.description,
-                    "snippet": snippet.text if snippet else "",
-                    "version": hit.version,
-                }
-            )
-        return found
-
-    @server.tool()
-    def memory_read(file: str) -> dict[str, Any]:
-        """Read one memory file whole: its text and its version (pass the version back to
-        memory_write to change it). Counts as a read."""
-        read = _call(store.read, file)
-        _call(store.record_use, "read", [read.file])
-        return {"file": read.file, "version": read.version, "text": read.text, "problem": read.problem}
-
-    @server.tool()
-    def memory_write(
-        file: str, content: str, expected_version: str | None = None, reason: str = ""
-    ) -> dict[str, Any]:
-        """Create a memory (leave expected_version empty) or replace one whose version you
-        read. Content is Markdown with YAML frontmatter (name, description, type:
-        user|feedback|project|reference). If the file changed since your version, nothing is
-        written and the error names a conflict id: read the file again and redo the change."""
-        memory = _call(
-            store.write, file, content, expected_version=expected_version or None, writer="mcp", reason=reason
+    @server.tool(
+        description=_doc(
+            """Find the memory snippets relevant to a question, across every scope. Returns
+            ranked hits with the file, the line range, the snippet text and the memory's
+            version. Empty when nothing is relevant."""
         )
-        return {"file": memory.file, "version": memory.version}
+    )
+    def memory_search(
+        query: Annotated[str, Field(description="The question or topic, in the user's words")],
+        limit: Annotated[int, Field(description="Snippets at most (1-20)")] = 5,
+    ) -> list[dict[str, Any]]:
+        hits = _call(lambda: memories.search(query, limit=max(1, min(limit, 20))).hits)
+        return [hit_dict(h) for h in hits]
 
-    @server.tool()
-    def memory_archive(file: str, reason: str) -> dict[str, Any]:
-        """Retire a memory that is no longer true or useful: it moves to archive/ (never
-        deleted) and is no longer found by search."""
-        memory = _call(store.archive, file, reason=reason)
-        return {"file": memory.file, "archived_at": memory.extra.get("archived_at")}
+    @server.tool(
+        description=_doc(
+            """Read one memory whole: its text and its version (pass the version to
+            memory_update or memory_write to change it). Counts as a read."""
+        )
+    )
+    def memory_read(file: Name) -> dict[str, Any]:
+        store, own = _call(memories.find, file)
+        read = _call(store.read, own)
+        _call(store.record_use, "read", [read.file])
+        name = memories.name(store, read.file)
+        return {"file": name, "version": read.version, "text": read.text, "problem": read.problem}
 
-    @server.tool()
+    @server.tool(
+        description=_doc(
+            """The memories kept, one line each (file, type, description), optionally of one
+            scope or one type."""
+        )
+    )
+    def memory_list(
+        scope: Annotated[str | None, Field(description="Only this scope: project, user or claude")] = None,
+        type: Annotated[str | None, Field(description="Only this type: " + ", ".join(TYPES))] = None,  # noqa: A002
+    ) -> list[dict[str, Any]]:
+        found = _call(memories.memories, type=type)
+        return [
+            {"file": memories.name(store, m.file), "type": m.type, "description": m.description}
+            for store, m in found
+            if scope is None or store.scope == scope
+        ]
+
+    @server.tool(
+        description=_doc(
+            """Save a new memory from its fields; sagemem writes the file and its index line.
+            Search first and update an existing memory rather than adding a second one on
+            the same subject. Returns the file and version, and the most similar memories
+            already kept (update one of them next if it covers the same thing). Refused if
+            the text holds a secret."""
+        )
+    )
+    def memory_remember(
+        type: Annotated[  # noqa: A002 - the field's name in every memory file
+            str,
+            Field(
+                description="user (who the user is, preferences), feedback (how to work, with why), "
+                "project (goals, decisions, constraints), reference (where to find things)"
+            ),
+        ],
+        name: Annotated[str, Field(description="A short name; it makes the file name")],
+        description: Annotated[
+            str, Field(description="One precise line saying what this memory answers; search relies on it")
+        ],
+        body: Annotated[
+            str, Field(description="The memory itself, in Markdown; dates absolute (YYYY-MM-DD)")
+        ],
+        tags: Annotated[list[str] | None, Field(description="Optional tags")] = None,
+        aliases: Annotated[
+            list[str] | None,
+            Field(description="Other wordings it should be found by, including the other language"),
+        ] = None,
+        scope: Annotated[
+            str | None,
+            Field(description="project or user; default: user memories to user, the others to project"),
+        ] = None,
+    ) -> dict[str, Any]:
+        alike = _call(memories.similar, name, description, " ".join(aliases or []))
+        store, memory = _call(
+            lambda: memories.create(
+                into=scope,
+                type=type,
+                name=name,
+                description=description,
+                body=body,
+                tags=tags or (),
+                aliases=aliases or (),
+                writer="mcp memory_remember",
+            )
+        )
+        shown = memories.name(store, memory.file)
+        similar = [{"file": h.file, "description": h.description, "version": h.version} for h in alike]
+        return {
+            "file": shown,
+            "version": memory.version,
+            "similar": [s for s in similar if s["file"] != shown],
+        }
+
+    @server.tool(
+        description=_doc(
+            """Change a memory's fields in place; every other byte stays as it is. Give only
+            what changes. If the file changed since your version, nothing is written and the
+            error names a conflict id: read it again and redo the change."""
+        )
+    )
+    def memory_update(
+        file: Name,
+        expected_version: Version,
+        description: Annotated[str | None, Field(description="A new one-line description")] = None,
+        body: Annotated[str | None, Field(description="A new body (replaces the old one)")] = None,
+        tags: Annotated[list[str] | None, Field(description="New tags (replace the old ones)")] = None,
+        aliases: Annotated[list[str] | None, Field(description="New aliases (replace the old ones)")] = None,
+    ) -> dict[str, Any]:
+        fields = {
+            k: v for k, v in {"description": description, "tags": tags, "aliases": aliases}.items() if v
+        }
+        store, own = _call(memories.find, file)
+        memory = _call(
+            lambda: store.update(
+                own, expected_version=expected_version, body=body, writer="mcp memory_update", **fields
+            )
+        )
+        return {"file": memories.name(store, memory.file), "version": memory.version}
+
+    @server.tool(
+        description=_doc(
+            """Replace a memory's whole content (Markdown with YAML frontmatter: name,
+            description, type), or create one when expected_version is empty. memory_remember
+            and memory_update are easier; use this for a change they cannot make."""
+        )
+    )
+    def memory_write(
+        file: Name,
+        content: Annotated[str, Field(description="The whole file: frontmatter, then the body")],
+        expected_version: Annotated[
+            str | None, Field(description="The version you read; empty to create a new memory")
+        ] = None,
+        reason: Annotated[str, Field(description="Why, kept with a conflict")] = "",
+    ) -> dict[str, Any]:
+        scope, own = memories.split(file)
+        if scope is not None:
+            store = _call(memories.store, scope)
+        else:
+            try:
+                store, own = memories.find(file)
+            except SagememError:
+                store = memories.first
+        memory = _call(
+            store.write, own, content, expected_version=expected_version or None, writer="mcp", reason=reason
+        )
+        return {"file": memories.name(store, memory.file), "version": memory.version}
+
+    @server.tool(
+        description=_doc(
+            """Retire a memory that is no longer true or useful: it moves to archive/ (never
+            deleted) and is no longer found by search."""
+        )
+    )
+    def memory_archive(
+        file: Name, reason: Annotated[str, Field(description="Why it is retired")]
+    ) -> dict[str, Any]:
+        store, own = _call(memories.find, file)
+        memory = _call(store.archive, own, reason=reason)
+        return {"file": memories.name(store, memory.file), "archived_at": memory.extra.get("archived_at")}
+
+    @server.tool(
+        description=_doc(
+            """Health of every scope: broken links, index problems, invalid files, likely
+            secrets and more, each with the file and what to do."""
+        )
+    )
     def memory_check() -> dict[str, Any]:
-        """Health of the memory directory: broken links, index problems, invalid files,
-        likely secrets and more, each with the file and what to do."""
-        return _call(store.check).to_dict()
+        findings, files, problems = [], 0, 0
+        for store in memories.stores:
+            if not store.memory_dir.is_dir():
+                continue
+            report = _call(store.check)
+            files += report.files
+            problems += report.problems
+            findings += [
+                {**f.to_dict(), "file": memories.name(store, f.file) if memories.named else f.file}
+                for f in report.findings
+            ]
+        return {"ok": not problems, "files": files, "problems": problems, "findings": findings}
 
-    @server.tool()
-    def memory_cite(files: list[str], receipt: str) -> dict[str, Any]:
-        """Record that your answer used these memories. Give a receipt id unique to this
-        answer; sending the same receipt again counts once."""
-        counted = _call(store.cite, files, receipt=receipt)
+    @server.tool(
+        description=_doc(
+            """Record that your answer used these memories. Give a receipt id unique to this
+            answer; sending the same receipt again counts once."""
+        )
+    )
+    def memory_cite(
+        files: Annotated[list[str], Field(description="The memories the answer used")],
+        receipt: Annotated[str, Field(description="An id unique to this answer")],
+    ) -> dict[str, Any]:
+        counted = []
+        for name in files:
+            store, own = _call(memories.find, name)
+            counted += [
+                memories.name(store, f) for f in _call(store.cite, [own], receipt=f"{receipt}:{name}")
+            ]
         return {"counted": counted}
 
     return server
@@ -112,6 +291,6 @@ def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-def serve(memory_dir: Path, state_dir: Path) -> None:
+def serve(scopes: list[Scope]) -> None:
     """Run over stdio until the client closes it."""
-    build(MemoryStore(memory_dir, state_dir)).run()
+    build(MemorySet(scopes)).run()

@@ -19,7 +19,17 @@ from sagemem.mcp_server import build  # noqa: E402
 from .memories import DANCE, make  # noqa: E402
 
 pytestmark = pytest.mark.anyio
-TOOLS = {"memory_search", "memory_read", "memory_write", "memory_archive", "memory_check", "memory_cite"}
+TOOLS = {
+    "memory_search",
+    "memory_read",
+    "memory_list",
+    "memory_remember",
+    "memory_update",
+    "memory_write",
+    "memory_archive",
+    "memory_check",
+    "memory_cite",
+}
 
 
 @pytest.fixture
@@ -171,3 +181,54 @@ async def test_over_stdio_as_a_subprocess(store: MemoryStore) -> None:
         assert hits[0]["file"] == "feedback_舞蹈课.md"
         bad = await client.call_tool("memory_read", {"file": "../x.md"})
         assert bad.is_error is True
+
+
+async def test_tools_are_described_for_a_model(store: MemoryStore) -> None:
+    async with Client(build(store)) as client:
+        for tool in (await client.list_tools()).tools:
+            assert tool.description and "\n    " not in tool.description, tool.name  # no source indentation
+            for name, schema in tool.input_schema.get("properties", {}).items():
+                assert schema.get("description"), f"{tool.name}({name}) has no description"
+
+
+async def test_remember_update_and_list_as_an_agent_uses_them(store: MemoryStore) -> None:
+    store.rebuild_index()  # the fixture's files were written by hand: list them first
+    async with Client(build(store)) as client:
+        made = data(
+            await client.call_tool(
+                "memory_remember",
+                {
+                    "type": "project",
+                    "name": "studio lease",
+                    "description": "When the studio lease on Fifth Street ends and the rent",
+                    "body": "The lease runs to 2031-03-01; rent is due on the first.",
+                    "aliases": ["租约"],
+                },
+            )
+        )
+        assert made["file"] == "project_studio_lease.md"
+        assert [s["file"] for s in made["similar"]][:1] == ["project_studio_opening.md"]  # update it instead?
+        text = (store.memory_dir / "project_studio_lease.md").read_text()
+        assert text.startswith("---\nname: studio lease\n") and "aliases: [租约]" in text
+        assert "(project_studio_lease.md)" in (store.memory_dir / "MEMORY.md").read_text()
+        assert store.check().ok
+        updated = data(
+            await client.call_tool(
+                "memory_update",
+                {"file": made["file"], "expected_version": made["version"], "tags": ["lease"]},
+            )
+        )
+        assert store.get("project_studio_lease.md").tags == ("lease",)
+        stale = await client.call_tool(
+            "memory_update", {"file": made["file"], "expected_version": made["version"], "tags": ["x"]}
+        )
+        assert stale.is_error and "version_conflict" in stale.content[0].text
+        assert updated["version"] == store.get("project_studio_lease.md").version
+        secret = await client.call_tool(
+            "memory_remember",
+            {"type": "reference", "name": "ci", "description": "CI token", "body": "ghp_" + "Zx9" * 12},
+        )
+        assert secret.is_error and "looks like a GitHub token" in secret.content[0].text
+        listed = data(await client.call_tool("memory_list", {"type": "project"}))
+        assert {m["file"] for m in listed} >= {"project_studio_lease.md", "project_studio_opening.md"}
+        assert all(m["type"] == "project" for m in listed)

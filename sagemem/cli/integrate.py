@@ -160,7 +160,7 @@ def doctor(as_json: bool) -> None:
 @cli.command()
 @pass_ctx
 def mcp(ctx: _Context) -> None:
-    """Serve the memory directory over MCP on stdio (needs `pip install 'sagemem[mcp]'`).
+    """Serve the memory set over MCP on stdio (needs `pip install 'sagemem[mcp]'`).
 
     \b
     Example (Claude Code):
@@ -168,14 +168,15 @@ def mcp(ctx: _Context) -> None:
     """
     from ..errors import SagememError, StoreNotFound
 
-    location = ctx.location
-    if not location.memory_dir.is_dir():
-        raise StoreNotFound(f"{location.memory_dir}: memory directory does not exist (run `sagemem init`)")
+    scopes = [s for s in ctx.scopes if s.memory_dir.is_dir()]
+    if not scopes:
+        first = ctx.scopes[0].memory_dir
+        raise StoreNotFound(f"{first}: memory directory does not exist (run `sagemem init`)")
     try:
         from ..mcp_server import serve
     except ImportError:
         raise SagememError("the MCP server needs the mcp package: pip install 'sagemem[mcp]'") from None
-    serve(location.memory_dir, location.state_dir)
+    serve(scopes)
 
 
 @cli.command()
