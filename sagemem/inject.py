@@ -297,6 +297,8 @@ class _Plan:
     ) -> None:
         self.shelves, self.result = shelves, result
         self.dirs = {shelf.scope: scope.memory_dir for shelf, scope in zip(shelves, scopes, strict=True)}
+        # A harness's own folder: its index lines are in the model's context already.
+        self.native = {shelf.scope for shelf, scope in zip(shelves, scopes, strict=True) if scope.native}
         self.state_dir = scopes[0].state_dir
         self.query, self.settings, self.lang, self.task = query, settings, lang, task
         self.max_bytes: int | None = None  # one injection's cap (a harness's output limit)
@@ -474,7 +476,13 @@ class _Plan:
         return [s for s in found if s is not None]
 
     def _snippet(self, scope: str, entry: Entry, start: int, end: int) -> render.Snippet | None:
-        return read_snippet(self.dirs[scope], entry, start, end, scope=scope)
+        """The snippet to show, None when there is nothing to show: the file changed, or
+        (in a harness's own folder, whose MEMORY.md lines the harness has put in the context
+        already) a memory with no body, whose snippet would only repeat its index line."""
+        found = read_snippet(self.dirs[scope], entry, start, end, scope=scope)
+        if found is not None and scope in self.native and found.end < entry.body_start:
+            return None
+        return found
 
     def _shown_dirs(self) -> list[str]:
         return [str(folder) for folder in self.dirs.values()]

@@ -310,3 +310,18 @@ def test_the_rules_follow_the_language_the_memories_are_written_in(tmp_path: Pat
         },
     )
     assert "如何保存记忆" in start(store.memory_dir.parent.parent, "gemini")
+
+
+def test_a_claude_memory_without_a_body_is_not_injected_again(project: Path) -> None:
+    """Claude Code puts its MEMORY.md lines (title and description) into its context itself."""
+    folder = claude_memory_dir(project, home(), os.environ)
+    (folder / "user_editor.md").write_text(
+        "---\nname: editor\ndescription: the user edits with helix\ntype: user\n---\n"
+    )
+    memories = MemorySet.locate(cwd=project)
+    assert not any("user_editor.md" in s.file for s in memories.inject("which editor, helix?").snippets)
+    MemoryStore(project / ".sagemem" / "memory").create(
+        type="user", name="editor", description="the user edits with helix", body=""
+    )
+    shown = [s.file for s in memories.inject("which editor, helix?").snippets]
+    assert "project:user_editor.md" in shown  # sagemem's own memory of the same is shown
