@@ -131,12 +131,25 @@ def generate(folder: Path, count: int, lang: str, seed: int = 7) -> list[str]:
     return queries
 
 
-def run(count: int, lang: str, repeat: int, progress: Progress | None = None) -> dict[str, Any]:
+def run(
+    count: int, lang: str, repeat: int, progress: Progress | None = None, *, scopes: int = 1
+) -> dict[str, Any]:
+    """The figures; with `scopes` 2, the memories are split between a project's memory and
+    the user's, found as a harness's hook finds them (from the project, through HOME)."""
     step = progress or (lambda _done, _total, _label: None)
     with tempfile.TemporaryDirectory(prefix="sagemem-bench-") as tmp:
-        folder = Path(tmp) / "memory"
+        project = Path(tmp) / "proj"
+        folder = project / ".sagemem" / "memory" if scopes > 1 else Path(tmp) / "memory"
         step(0, 1, "generating")
         queries = generate(folder, count, lang)
+        folders = [folder]
+        if scopes > 1:
+            user = Path(tmp) / "home" / ".sagemem" / "memory"
+            user.mkdir(parents=True)
+            for i, path in enumerate(sorted(folder.glob("*_m*.md"))):
+                if i % 2:
+                    path.rename(user / path.name)
+            folders.append(user)
         python = sys.executable
         # The installed script, as a harness runs it (`python -m` adds runpy's imports).
         script = Path(python).with_name("sagemem")
@@ -144,7 +157,11 @@ def run(count: int, lang: str, repeat: int, progress: Progress | None = None) ->
         # Found through the environment, as an installed hook finds it: `--dir` would be a
         # global option, which takes the command-line path instead of the hook's fast one.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SAGEMEM_", "SAGE_MEM_"))}
-        env["SAGEMEM_DIR"] = str(folder)
+        if scopes > 1:  # a project of its own, and a home whose user memory is the second scope
+            env.update(HOME=str(Path(tmp) / "home"), XDG_CACHE_HOME=str(Path(tmp) / "home" / ".cache"))
+        else:
+            env["SAGEMEM_DIR"] = str(folder)
+        cwd = project if scopes > 1 else None
         runs: dict[str, list[float]] = {"bare": [], "cold": [], "hook": [], "inject": []}
         peak: dict[str, int] = {"cold": 0, "hook": 0, "inject": 0}
         colds = 1 if count >= 10_000 else min(repeat, 3)
@@ -153,7 +170,7 @@ def run(count: int, lang: str, repeat: int, progress: Progress | None = None) ->
 
         def timed(kind: str, command: list[str], stdin: bytes | None = None) -> None:
             nonlocal done
-            seconds, rss = _timed(command, env, stdin)
+            seconds, rss = _timed(command, env, stdin, cwd)
             runs[kind].append(seconds)
             if kind in peak:
                 peak[kind] = max(peak[kind], rss)
@@ -161,7 +178,7 @@ def run(count: int, lang: str, repeat: int, progress: Progress | None = None) ->
             step(done, total, f"timing ({kind})")
 
         for _ in range(colds):
-            for item in (folder / ".sagemem").glob("cache/*"):
+            for item in (f for place in folders for f in (place / ".sagemem").glob("cache/*")):
                 item.unlink()
             timed("cold", [*sagemem, "search", queries[0]])
         for i in range(repeat):
@@ -171,11 +188,12 @@ def run(count: int, lang: str, repeat: int, progress: Progress | None = None) ->
             timed("hook", [*sagemem, "hook", "claude-code"], json.dumps(event).encode("utf-8"))
             timed("inject", [*sagemem, "inject", "--query", query])
         step(0, 1, "searching in process")
-        search = _in_process(folder, queries, repeat)
+        search = _in_process(folders, queries, repeat)
     bare = Timing(tuple(runs["bare"]))
     hook, inject = Timing(tuple(runs["hook"])), Timing(tuple(runs["inject"]))
     return {
         "memories": count,
+        "scopes": scopes,
         "lang": lang,
         "repeat": repeat,
         "python": sys.version.split()[0],
@@ -191,29 +209,38 @@ def run(count: int, lang: str, repeat: int, progress: Progress | None = None) ->
     }
 
 
-def _in_process(folder: Path, queries: list[str], repeat: int) -> Timing:
-    """Search on an open index, each query once as a fresh call: its terms are fetched from
+def _in_process(folders: list[Path], queries: list[str], repeat: int) -> Timing:
+    """Search on open indexes, each query once as a fresh call: its terms are fetched from
     the index, not from what an earlier query left in memory."""
     from .config import Settings
     from .corpus import load
-    from .retrieve import search
+    from .retrieve import Shelf, search
 
     settings = Settings()
     times = []
     for i in range(max(repeat, len(queries))):
-        corpus = load(folder, folder / ".sagemem")
+        corpora = [load(f, f / ".sagemem") for f in folders]
+        shelves = [Shelf(f"s{n}" if len(folders) > 1 else "", c) for n, c in enumerate(corpora)]
         started = time.perf_counter()
-        search(corpus, queries[i % len(queries)], settings)
+        search(shelves, queries[i % len(queries)], settings)
         times.append(time.perf_counter() - started)
-        corpus.close()
+        for corpus in corpora:
+            corpus.close()
     return Timing(tuple(times))
 
 
-def _timed(command: list[str], env: dict[str, str], stdin: bytes | None = None) -> tuple[float, int]:
+def _timed(
+    command: list[str], env: dict[str, str], stdin: bytes | None = None, cwd: Path | None = None
+) -> tuple[float, int]:
     """Wall seconds and peak resident memory (KiB) of one child process."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,
     )
     if stdin is not None:
         process.stdin.write(stdin)  # type: ignore[union-attr]
@@ -233,7 +260,9 @@ def format_report(report: dict[str, Any]) -> str:
     peak = report["peak_rss_mb"]
     return "\n".join(
         [
-            f"{report['memories']} memories, {report['lang']}, {report['repeat']} runs, "
+            f"{report['memories']} memories"
+            + (f" in {report['scopes']} scopes" if report.get("scopes", 1) > 1 else "")
+            + f", {report['lang']}, {report['repeat']} runs, "
             f"Python {report['python']}, {report['cpus']} CPUs (medians)",
             f"bare python -c pass    {ms(report['bare_python'])}",
             f"cold index build       {ms(report['cold_build'])}",

@@ -125,8 +125,15 @@ def eval_(ctx: _Context, set_dir: Path, scopes: int, as_json: bool) -> None:
 @click.option("--memories", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @click.option("--lang", type=click.Choice(["en", "zh", "mixed"]), default="mixed", show_default=True)
 @click.option("--repeat", type=click.IntRange(3, 200), default=15, show_default=True, help="Runs per figure.")
+@click.option(
+    "--scopes",
+    type=click.IntRange(1, 2),
+    default=1,
+    show_default=True,
+    help="2: split the memories between a project's memory and the user's.",
+)
 @json_option
-def bench(memories: int, lang: str, repeat: int, as_json: bool) -> None:
+def bench(memories: int, lang: str, repeat: int, scopes: int, as_json: bool) -> None:
     """Time the hot path on a generated corpus (in a temp dir), against a bare interpreter.
 
     \b
@@ -136,5 +143,5 @@ def bench(memories: int, lang: str, repeat: int, as_json: bool) -> None:
     from ..bench import format_report, run
     from ..progress import Bar
 
-    report = run(memories, lang, repeat, Bar.for_terminal("bench"))
+    report = run(memories, lang, repeat, Bar.for_terminal("bench"), scopes=scopes)
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
