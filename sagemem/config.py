@@ -171,9 +171,7 @@ def locate_scopes(
         found.append(_scope("user", user, state, user_rule))
     claude = _claude_dir(cwd, env)
     if claude is not None and not any(_same(claude, s.memory_dir) for s in found):
-        home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-        key = hashlib.sha256(str(claude).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        state = first.state_dir if not found else home / ADOPTED_DIR / f"claude-{key}"
+        state = first.state_dir if not found else adopted_state_dir(claude, env)
         rule = "Claude Code's auto memory for this project (read as a scope; its state kept apart)"
         found.append(Scope("claude", claude, state, rule, state / "locks", native=True))
     if not found:
@@ -183,6 +181,15 @@ def locate_scopes(
     if kept[0] is not found[0] and (state_dir is not None or env.get("SAGEMEM_STATE_DIR")):
         kept[0] = kept[0]._replace(state_dir=found[0].state_dir)  # a chosen state dir is the first's
     return kept
+
+
+def adopted_state_dir(folder: Path, env: Mapping[str, str] | None = None) -> Path:
+    """Where sagemem keeps its state for a harness's own memory folder: under the home
+    folder's `.sagemem/adopted/`, never in the harness's folder."""
+    env = os.environ if env is None else env
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    key = hashlib.sha256(str(folder).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return home / ADOPTED_DIR / f"claude-{key}"
 
 
 def _scope(name: str, memory_dir: Path, state_dir: Path, rule: str) -> Scope:

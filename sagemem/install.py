@@ -129,31 +129,74 @@ def apply(
     cwd: Path | None = None,
     home: Path | None = None,
     env: Mapping[str, str] | None = None,
+    memory: str | None = None,
+    into: str | None = None,
 ) -> dict[str, Any]:
     """Install (`add`) or uninstall sagemem's hooks, and its MCP server entry where the
     harness keeps it in a JSON file; `todo` is what is left for the person to do.
 
+    For Claude Code, `memory` says who holds a project's memories (`adopt.py`): None leaves
+    Claude Code's auto memory as it is, `sagemem` imports its files into the scope `into`
+    names (else the project's, else the user's) and then turns it off, `both` turns back on
+    what `sagemem` turned off. `notes` say how Claude Code's memory stands after it, and
+    `import` lists the files imported.
+
     `files` holds one outcome per file, each with its own changes; `changes` (each prefixed
     with its file's name), `backup` and `backups` are the older flat form."""
+    from . import adopt
+
     cwd = cwd or Path.cwd()
     home = home or Path.home()
+    environ = os.environ if env is None else env
+    if memory is not None and (harness != "claude-code" or scope != "project" or memory not in adopt.MODES):
+        raise SagememError("memory: `both` or `sagemem`, for Claude Code with the project scope only")
     path = settings_path(harness, scope, cwd=cwd, home=home, env=env)
+    backups = Backups.for_scope(scope, cwd=cwd, home=home, env=env)
+    step = adopt.Step([])
+    own_project = harness == "claude-code" and scope == "project"
 
     def hooks(data: dict[str, Any]) -> list[str]:
+        nonlocal step
         changes = (_add if add else _remove)(data, harness)
         if harness == "gemini":  # Gemini keeps its MCP servers in the same settings file
             changes += _mcp(data, add)
+        if own_project:
+            step = adopt.setting_change(data, memory, add, backups.setting(_real(path), adopt.KEY))
+            changes += step.changes
         return changes
 
     files: list[tuple[Path, Change]] = [(path, hooks)]
-    if harness == "claude-code" and scope == "project":
+    if own_project:
         files.append((cwd / ".mcp.json", lambda data: _mcp(data, add)))
-    backups = Backups.for_scope(scope, cwd=cwd, home=home, env=env)
     inside = cwd if scope == "project" else None  # a project's files came with its clone
     edits = [_plan(target, change, add, backups, inside) for target, change in files]  # all checked first
+    # The memories are imported before Claude Code's auto memory is turned off: a failure
+    # there leaves every setting as it was.
+    imported = adopt.Import(cwd, home, environ, into=into) if add and memory == "sagemem" else None
+    if imported is not None and not dry_run:
+        imported.run()
     for edit in edits if not dry_run else []:
         _write(edit, backups)
+    if not dry_run and step.record == "set":
+        backups.remember_setting(edits[0].path, adopt.KEY, step.had, step.was)
+    elif not dry_run and step.record == "forget":
+        backups.forget_setting(edits[0].path, adopt.KEY)
     outcomes = [edit.outcome for edit in edits]
+    notes: list[str] = []
+    if harness == "claude-code" and add:  # how Claude Code's own memory stands after this install
+        recorded = backups.setting(edits[0].path, adopt.KEY) if own_project else None
+        off = edits[0].data.get(adopt.KEY) is False
+        ours = step.record == "set" or (step.record is None and recorded is not None and off)
+        notes = adopt.notes(
+            cwd,
+            home,
+            environ,
+            memory=memory,
+            settings=path,
+            planned=edits[0].data,
+            imported=imported,
+            ours=ours,
+        )
     todo = _mcp_todo(harness, scope, add, home=home, env=env)
     hook_changed = any(
         line.startswith(("added ", "updated ")) and " hook" in line for line in outcomes[0]["changes"]
@@ -170,6 +213,8 @@ def apply(
         "backup": next((o["backup"] for o in outcomes if o["backup"]), None),
         "backups": [o["backup"] for o in outcomes if o["backup"]],
         "todo": "\n".join(todo) if todo else None,
+        "notes": notes,
+        "import": imported.to_dict() if imported is not None else None,
         "dry_run": dry_run,
     }
 
@@ -190,7 +235,7 @@ def _plan(path: Path, change: Change, add: bool, backups: Backups, inside: Path 
     dotfiles link stays a link), but with `inside` (a project) only to a file in it: a
     project's settings come with its clone, and a link there could aim anywhere."""
     shown = path
-    path = path.resolve() if path.is_symlink() or path.parent.resolve() != path.parent else path
+    path = _real(path)
     if inside is not None and not path.is_relative_to(inside.resolve()):
         raise SagememError(
             f"{shown}: leads out of the project (to {path}); sagemem does not write through it: "
@@ -224,6 +269,11 @@ def _plan(path: Path, change: Change, add: bool, backups: Backups, inside: Path 
     elif changes and original is None:
         outcome["created"] = True
     return _Edit(path, outcome, original, data, created_by_us)
+
+
+def _real(path: Path) -> Path:
+    """Where a settings file really is: a link's target, or the path itself."""
+    return path.resolve() if path.is_symlink() or path.parent.resolve() != path.parent else path
 
 
 def _write(edit: _Edit, backups: Backups) -> None:
@@ -305,6 +355,36 @@ class Backups:
             if str(path) in self._record(place).get("created", {}):
                 self._update(place, lambda record: record["created"].pop(str(path), None))
 
+    def setting(self, path: Path, key: str) -> dict[str, Any] | None:
+        """What install recorded when it set `key` in `path` (`{"was": value}`, or `{}` when
+        the key was not there), if it did."""
+        for place in self.places:
+            entry = _settings(self._record(place)).get(str(path), {})
+            if isinstance(entry, dict) and isinstance(entry.get(key), dict):
+                return entry[key]
+        return None
+
+    def remember_setting(self, path: Path, key: str, had: bool, was: object) -> None:
+        def edit(record: dict[str, Any]) -> None:
+            record["settings"] = _settings(record)
+            keys = record["settings"].setdefault(str(path), {})
+            keys[key] = {"was": was} if had else {}
+
+        self._update(self.folder, edit)
+
+    def forget_setting(self, path: Path, key: str) -> None:
+        def edit(record: dict[str, Any]) -> None:
+            record["settings"] = _settings(record)
+            keys = record["settings"].get(str(path))
+            if isinstance(keys, dict):
+                keys.pop(key, None)
+            if not keys:
+                record["settings"].pop(str(path), None)
+
+        for place in self.places:
+            if isinstance(_settings(self._record(place)).get(str(path)), dict):
+                self._update(place, edit)
+
     def _folder(self) -> Path:
         folder = safe_folder(self.folder.parent, self.folder.name)
         os.chmod(folder, 0o700)  # settings can hold keys: the copies are for this user alone
@@ -332,6 +412,12 @@ class Backups:
             warnings.warn(
                 SagememWarning(f"{place / RECORD}: install's record not updated ({exc})"), stacklevel=2
             )
+
+
+def _settings(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's settings install set: {path: {key: {"was": value} or {}}}."""
+    found = record.get("settings", {})
+    return found if isinstance(found, dict) else {}
 
 
 def _missing_folders(folder: Path) -> list[Path]:

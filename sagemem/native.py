@@ -52,11 +52,19 @@ def claude_slug(path: str) -> str:
     return f"{slug[:200]}-{digits or '0'}"
 
 
-def claude_auto_memory(cwd: Path, home: Path, env: Mapping[str, str]) -> tuple[bool, str]:
+def claude_auto_memory(
+    cwd: Path,
+    home: Path,
+    env: Mapping[str, str],
+    *,
+    replaced: Mapping[Path, Mapping[str, object]] | None = None,
+) -> tuple[bool, str]:
     """Whether Claude Code's auto memory is on for a session in `cwd`, and what says so:
     `CLAUDE_CODE_DISABLE_AUTO_MEMORY` (truthy: off; explicitly falsy: on), `--bare`
     (`CLAUDE_CODE_SIMPLE`), else `autoMemoryEnabled` in the settings (user, then the
-    project's shared and local files; the later wins), else on."""
+    project's shared and local files; the later wins), else on. `replaced` gives settings
+    files' contents to use instead of what is on disk: a file as `install` is about to write
+    it (or, in a dry run, would)."""
     given = env.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY")
     if given is not None and given.strip().lower() in _TRUE:
         return False, f"CLAUDE_CODE_DISABLE_AUTO_MEMORY={given.strip()}"
@@ -69,7 +77,8 @@ def claude_auto_memory(cwd: Path, home: Path, env: Mapping[str, str]) -> tuple[b
     layers = [claude_home(home, env) / "settings.json"]
     layers += [root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"]
     for path in layers:
-        setting = read_json(path).get("autoMemoryEnabled")
+        settings = replaced[path] if replaced and path in replaced else read_json(path)
+        setting = settings.get("autoMemoryEnabled")
         if isinstance(setting, bool):
             value, source = setting, str(path)
     return value, f"autoMemoryEnabled is {str(value).lower()} in {source}" if source else "the default"

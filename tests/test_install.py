@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import command, install
+from sagemem import MemoryStore, command, install
 from sagemem.errors import SagememError, UnsafePath
 from sagemem.install import TARGETS, apply
+from sagemem.native import claude_auto_memory, claude_memory_dir
 
 from .memories import make_project
+from .test_secrets import fake
+
+PLANTED_TOKEN = "ghp_" + fake("gh1", 36)
 
 Use = Callable[..., None]
 
@@ -238,7 +242,9 @@ def test_each_change_is_printed_under_its_own_file(tmp_path: Path) -> None:
     assert again == [
         f"{tmp_path / '.claude' / 'settings.json'}: nothing to change",
         f"{tmp_path / '.mcp.json'}: nothing to change",
+        *as_json["notes"],  # and one line on Claude Code's own memory
     ]
+    assert len(as_json["notes"]) == 1 and as_json["notes"][0].startswith("Claude Code's auto memory stays on")
 
 
 # -- Codex and Claude Code's user scope: what is left to the person -----------------------------
@@ -379,3 +385,248 @@ def test_backups_are_never_written_through_a_link(tmp_path: Path) -> None:
     with pytest.raises(UnsafePath):
         apply("claude-code", "project", add=True, cwd=tmp_path)
     assert target.read_text() == '{"model": "x"}' and list(elsewhere.iterdir()) == []
+
+
+# -- Claude Code's own auto memory: left on by default, handed to sagemem only when asked ----------
+
+CAT = "---\nname: cat\ndescription: the user's cat\ntype: user\n---\n\nThe cat is called Sesame.\n"
+TESTS = (
+    "---\nname: tests\ndescription: run the whole suite before a commit\nmetadata:\n  type: feedback\n"
+    "---\n\nRun pytest -q.\n"
+)
+THEIR_STUDIO = "---\nname: studio\ndescription: Claude's own note on the studio\ntype: project\n---\n\nOld.\n"
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def claude_folder(project: Path, files: dict[str, str]) -> Path:
+    """Claude Code's auto-memory folder for `project`, with `files` in it as Claude saved them."""
+    folder = claude_memory_dir(project, home(), os.environ)
+    folder.mkdir(parents=True)
+    (folder / "MEMORY.md").write_text("".join(f"- [{n}]({n}) — saved by Claude\n" for n in files))
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def project_settings(project: Path) -> dict:
+    return json.loads((project / ".claude" / "settings.json").read_text())
+
+
+def test_by_default_claude_codes_memory_is_left_on_and_its_folder_named(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    folder = claude_folder(project, {"user_cat.md": CAT})
+    before = tree(folder)
+    for memory in (None, "both"):  # `both` with nothing sagemem set changes nothing either
+        done = apply("claude-code", "project", add=True, cwd=project, memory=memory)
+        assert "autoMemoryEnabled" not in project_settings(project)
+        assert done["notes"] == [
+            f"Claude Code's auto memory stays on: sagemem reads its folder for this project, {folder}, "
+            "as the `claude` scope"
+        ]
+        assert done["import"] is None
+    assert tree(folder) == before
+    assert claude_auto_memory(project, home(), os.environ)[0]
+    shown = sagemem("install", "claude-code", cwd=project)
+    assert done["notes"][0] in shown.stdout.splitlines()
+    assert (
+        json.loads(sagemem("install", "claude-code", "--json", cwd=project).stdout)["notes"] == done["notes"]
+    )
+
+
+def test_with_auto_memory_off_the_note_says_sagemems_rules_are_given(tmp_path: Path) -> None:
+    """The person turned it off themselves: install says so, and `--memory both` leaves their key."""
+    project = make_project(tmp_path / "proj")
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"autoMemoryEnabled": false}')
+    off = (
+        f"Claude Code's auto memory is off here (autoMemoryEnabled is false in {settings}): sagemem gives "
+        "its rules for saving a memory at session start instead"
+    )
+    assert apply("claude-code", "project", add=True, cwd=project, memory="both")["notes"] == [off]
+    assert json.loads(settings.read_text())["autoMemoryEnabled"] is False  # theirs, not sagemem's
+    chosen = apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+    assert chosen["notes"][0] == off  # no `--memory both` to offer: the setting is not sagemem's
+    apply("claude-code", "project", add=False, cwd=project)
+    assert json.loads(settings.read_text()) == {"autoMemoryEnabled": False}
+
+
+def test_memory_sagemem_imports_first_then_turns_claude_codes_memory_off(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    store = MemoryStore(project / ".sagemem" / "memory")
+    ours = (store.memory_dir / "project_studio_opening.md").read_bytes()
+    folder = claude_folder(
+        project,
+        {
+            "user_cat.md": CAT,
+            "feedback_tests.md": TESTS,  # Claude Code's `metadata: type:` form
+            "project_studio_opening.md": THEIR_STUDIO,  # a name the project memory has: left alone
+            "reference_ci.md": f"---\ndescription: the CI bot's token\n---\n\n{PLANTED_TOKEN}\n",
+            "notes.md": "no frontmatter\n",
+        },
+    )
+    claude_before = tree(folder)
+    files_before = set(store.files())
+    snapshots = len(store.snapshots())
+
+    done = apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+
+    assert {f["file"]: f["status"] for f in done["import"]["files"]} == {
+        "user_cat.md": "imported",
+        "feedback_tests.md": "imported",
+        "project_studio_opening.md": "skipped",
+        "reference_ci.md": "refused",
+        "notes.md": "refused",
+    }
+    assert "looks like a GitHub token" in next(
+        f["change"] for f in done["import"]["files"] if f["file"] == "reference_ci.md"
+    )
+    assert done["import"]["into"] == "project" and done["import"]["memory_dir"] == str(store.memory_dir)
+    # The snapshot came first: it holds the project memory as it was before the import.
+    assert len(store.snapshots()) == snapshots + 1
+    [taken] = [s for s in store.snapshots() if s.id == done["import"]["snapshot"]]
+    assert {f["name"] for f in taken.files} == files_before | {"MEMORY.md"}
+    assert (store.memory_dir / "user_cat.md").read_text() == CAT
+    assert (store.memory_dir / "feedback_tests.md").read_text() == TESTS
+    assert (store.memory_dir / "project_studio_opening.md").read_bytes() == ours  # never overwritten
+    assert set(store.files()) == files_before | {"user_cat.md", "feedback_tests.md"}
+    index = (store.memory_dir / "MEMORY.md").read_text()
+    assert "(user_cat.md)" in index and "(feedback_tests.md)" in index
+    assert store.get("feedback_tests.md").type == "feedback"
+    assert tree(folder) == claude_before  # Claude Code's own files: not one byte changed
+    # Then, and only then, Claude Code's auto memory is off for this project.
+    assert project_settings(project)["autoMemoryEnabled"] is False
+    assert claude_auto_memory(project, home(), os.environ) == (
+        False,
+        f"autoMemoryEnabled is false in {project / '.claude' / 'settings.json'}",
+    )
+    assert (
+        "set autoMemoryEnabled to false: Claude Code's auto memory is off for this project"
+        in (done["files"][0]["changes"])
+    )
+    assert "`sagemem install claude-code --memory both` turns it back on" in done["notes"][0]
+    assert "2 imported memories are found twice" in done["notes"][1]
+
+    again = apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+    assert [f["status"] for f in again["import"]["files"] if f["file"] == "user_cat.md"] == ["present"]
+    assert again["import"]["snapshot"] is None and again["changes"] == []  # nothing left to do
+    assert len(store.snapshots()) == snapshots + 1
+
+
+def test_memory_both_and_uninstall_take_back_exactly_what_sagemem_set(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    claude_folder(project, {"user_cat.md": CAT})
+    settings = project / ".claude" / "settings.json"
+    apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+    plain = apply("claude-code", "project", add=True, cwd=project)  # no --memory: left as it is
+    assert plain["changes"] == [] and project_settings(project)["autoMemoryEnabled"] is False
+    assert plain["notes"][0].endswith("`sagemem install claude-code --memory both` turns it back on")
+    both = apply("claude-code", "project", add=True, cwd=project, memory="both")
+    assert "autoMemoryEnabled" not in project_settings(project) and commands(project_settings(project))
+    assert both["files"][0]["changes"] == [
+        "removed autoMemoryEnabled (install --memory sagemem set it to false)"
+    ]
+    assert claude_auto_memory(project, home(), os.environ)[0]
+    assert "stays on" in both["notes"][0]
+    apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+    gone = apply("claude-code", "project", add=False, cwd=project)
+    assert (
+        "removed autoMemoryEnabled (install --memory sagemem set it to false)" in gone["files"][0]["changes"]
+    )
+    assert not settings.exists()  # install made the file, and nothing is left in it
+
+    # A value the person had is put back; a value they changed since is theirs.
+    settings.parent.mkdir(exist_ok=True)
+    settings.write_text('{"autoMemoryEnabled": true, "model": "x"}')
+    apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+    assert project_settings(project)["autoMemoryEnabled"] is False
+    apply("claude-code", "project", add=True, cwd=project, memory="both")
+    assert project_settings(project)["autoMemoryEnabled"] is True
+    apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+    settings.write_text(json.dumps({**project_settings(project), "autoMemoryEnabled": False, "theme": "x"}))
+    apply("claude-code", "project", add=False, cwd=project)  # still the false sagemem set: put back
+    assert json.loads(settings.read_text()) == {"autoMemoryEnabled": True, "model": "x", "theme": "x"}
+
+
+def test_a_key_the_person_changed_since_is_left_alone(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+    changed = {**project_settings(project), "autoMemoryEnabled": True}
+    (project / ".claude" / "settings.json").write_text(json.dumps(changed))
+    assert apply("claude-code", "project", add=True, cwd=project, memory="both")["changes"] == []
+    apply("claude-code", "project", add=True, cwd=project, memory="sagemem")  # theirs was true: set again
+    (project / ".claude" / "settings.json").write_text(json.dumps(changed))
+    apply("claude-code", "project", add=False, cwd=project)
+    assert project_settings(project) == {"autoMemoryEnabled": True}
+
+
+def test_memory_sagemem_dry_run_shows_it_all_and_writes_nothing(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    folder = claude_folder(project, {"user_cat.md": CAT})
+    before = tree(tmp_path), tree(home())
+    done = sagemem("install", "claude-code", "--memory", "sagemem", "--dry-run", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert (tree(tmp_path), tree(home())) == before
+    lines = done.stdout.splitlines()
+    memory = project / ".sagemem" / "memory"
+    assert lines[:2] == [
+        f"snapshot of the project scope ({memory}) before the import: not taken in a dry run",
+        f"{folder / 'user_cat.md'}: imported into the project scope",
+    ]
+    assert (
+        f"{project / '.claude' / 'settings.json'}: set autoMemoryEnabled to false: Claude Code's auto memory"
+        " is off for this project"
+    ) in lines
+    assert any(line.startswith("Claude Code's auto memory is off here") for line in lines)
+    assert "dry run: nothing written" in done.stderr
+
+
+def test_memory_sagemem_needs_a_sagemem_memory_and_changes_nothing_without(tmp_path: Path) -> None:
+    folder = claude_folder(tmp_path, {"user_cat.md": CAT})
+    with pytest.raises(SagememError, match=r"no sagemem memory here.*sagemem init --project"):
+        apply("claude-code", "project", add=True, cwd=tmp_path, memory="sagemem")
+    assert not (tmp_path / ".claude").exists() and (folder / "user_cat.md").read_text() == CAT
+
+
+def test_in_chooses_the_scope_the_memories_go_to(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    user = MemoryStore(home() / ".sagemem" / "memory")
+    user.init()
+    claude_folder(project, {"user_cat.md": CAT})
+    done = sagemem("--in", "user", "install", "claude-code", "--memory", "sagemem", "--json", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["import"]["into"] == "user" and user.get("user_cat.md").name == "cat"
+    assert not (project / ".sagemem" / "memory" / "user_cat.md").exists()
+    refused = sagemem("--in", "claude", "install", "claude-code", "--memory", "sagemem", cwd=project)
+    assert refused.returncode == 1 and "'claude' is not a sagemem scope here" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "args, rule",
+    [
+        (["codex", "--memory", "sagemem"], "--memory is for claude-code only"),
+        (["gemini", "--memory", "both"], "--memory is for claude-code only"),
+        (["claude-code", "--scope", "user", "--memory", "sagemem"], "use it with the project scope"),
+    ],
+)
+def test_memory_is_for_claude_codes_project_scope_only(tmp_path: Path, args: list[str], rule: str) -> None:
+    done = sagemem("install", *args, cwd=tmp_path)
+    assert done.returncode == 2 and rule in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]  # nothing written
+    with pytest.raises(SagememError, match="for Claude Code with the project scope only"):
+        apply(args[0], "user" if "user" in args else "project", add=True, cwd=tmp_path, memory="sagemem")
+
+
+def test_a_setting_that_wins_over_the_projects_is_named(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    local = project / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text('{"autoMemoryEnabled": true}')
+    done = apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
+    assert project_settings(project)["autoMemoryEnabled"] is False
+    assert done["notes"][0].startswith(
+        f"Claude Code's auto memory is still on here (autoMemoryEnabled is true in {local}), despite"
+    )

@@ -58,18 +58,42 @@ def _options(command: Any) -> Any:
 
 @cli.command()
 @_options
+@click.option(
+    "--memory",
+    type=click.Choice(["both", "sagemem"]),
+    help="claude-code only: `sagemem` imports Claude Code's auto memory for this project into "
+    "sagemem (the project memory, else the user memory, or the scope --in names), after a snapshot, "
+    "then turns it off; `both` turns back on what `sagemem` turned off. Without it, Claude Code's "
+    "memory is left as it is.",
+)
+@pass_ctx
 def install(
-    harness: str, scope: str | None, profile: str | None, bridge: str | None, dry_run: bool, as_json: bool
+    ctx: _Context,
+    harness: str,
+    scope: str | None,
+    profile: str | None,
+    bridge: str | None,
+    dry_run: bool,
+    as_json: bool,
+    memory: str | None,
 ) -> None:
     """Add sagemem's hooks to a harness's settings (idempotent; a backup is kept).
 
     \b
     Example:
-        sagemem install claude-code            # ./.claude/settings.json
-        sagemem install gemini --scope user    # ~/.gemini/settings.json
-        sagemem install dsh                    # ~/.dsh/cordis.patch.yml (every profile)
+        sagemem install claude-code                   # ./.claude/settings.json
+        sagemem install claude-code --memory sagemem  # import Claude Code's memories, turn its own off
+        sagemem install gemini --scope user           # ~/.gemini/settings.json
+        sagemem install dsh                           # ~/.dsh/cordis.patch.yml (every profile)
     """
-    _report(_apply(harness, scope, profile, bridge, add=True, dry_run=dry_run), as_json)
+    if memory is not None and harness != "claude-code":
+        raise click.UsageError("--memory is for claude-code only: it says who holds Claude Code's memories")
+    if memory is not None and scope == "user":
+        raise click.UsageError(
+            "--memory is about one project's memories: use it with the project scope (the default)"
+        )
+    outcome = _apply(harness, scope, profile, bridge, add=True, dry_run=dry_run, memory=memory, into=ctx.only)
+    _report(outcome, as_json)
 
 
 @cli.command()
@@ -77,12 +101,21 @@ def install(
 def uninstall(
     harness: str, scope: str | None, profile: str | None, bridge: str | None, dry_run: bool, as_json: bool
 ) -> None:
-    """Remove exactly the hooks `install` added; every other setting stays."""
+    """Remove exactly the hooks `install` added (and the `autoMemoryEnabled` setting
+    `install --memory sagemem` made); every other setting stays."""
     _report(_apply(harness, scope, profile, bridge, add=False, dry_run=dry_run), as_json)
 
 
 def _apply(
-    harness: str, scope: str | None, profile: str | None, bridge: str | None, *, add: bool, dry_run: bool
+    harness: str,
+    scope: str | None,
+    profile: str | None,
+    bridge: str | None,
+    *,
+    add: bool,
+    dry_run: bool,
+    memory: str | None = None,
+    into: str | None = None,
 ) -> dict[str, object]:
     from ..errors import SagememError
 
@@ -99,12 +132,14 @@ def _apply(
         raise click.UsageError("--profile and --bridge are for dsh only")
     from ..install import apply
 
-    return apply(harness, scope or "project", add=add, dry_run=dry_run)
+    return apply(harness, scope or "project", add=add, dry_run=dry_run, memory=memory, into=into)
 
 
 def _report(outcome: dict[str, object], as_json: bool) -> None:
     if as_json:
         return _print_json(outcome)
+    if outcome.get("import"):  # first, as it is done first: Claude Code's memory goes off after it
+        _report_import(outcome["import"], bool(outcome.get("dry_run")))
     # Each file with its own changes (dsh's outcome has one path for all of them).
     files: Any = outcome.get("files") or [{"path": outcome["path"], "changes": outcome["changes"]}]
     for file in files:
@@ -112,6 +147,8 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
             say(f"{file['path']}: {line}")
     for backup in outcome.get("backups") or []:  # type: ignore[union-attr]
         say(f"backup: {backup}")
+    for note in outcome.get("notes") or []:  # type: ignore[union-attr]
+        say(note)
     if outcome.get("todo"):
         lines = str(outcome["todo"]).splitlines()
         if len(lines) == 1:
@@ -123,6 +160,19 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
     if outcome.get("dry_run"):
         say("dry run: nothing written", err=True)
     sys.stdout.flush()
+
+
+def _report_import(imported: Any, dry_run: bool) -> None:
+    """The import of Claude Code's memories, file by file, after the snapshot it took."""
+    scope = f"the {imported['into']} scope ({imported['memory_dir']})"
+    if imported["snapshot"]:
+        say(f"snapshot of {scope} before the import: {imported['snapshot']}")
+    elif dry_run and any(f["status"] == "imported" for f in imported["files"]):
+        say(f"snapshot of {scope} before the import: not taken in a dry run")
+    for file in imported["files"]:
+        say(f"{file['path']}: {file['change']}")
+    if not imported["files"]:
+        say(f"{imported['from']}: no memories to import")
 
 
 @cli.command()
