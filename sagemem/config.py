@@ -205,8 +205,10 @@ def _user_dir(env: Mapping[str, str]) -> tuple[Path, str]:
 
 
 def _claude_dir(cwd: Path, env: Mapping[str, str]) -> Path | None:
-    """Claude Code's auto-memory folder for `cwd`, when it exists and is a real folder."""
-    from .native import claude_memory_dir
+    """Claude Code's auto-memory folder for `cwd`, when it exists, is a real folder, and
+    Claude Code's auto memory is on here: turned off (after `install claude-code --memory
+    sagemem` imported it, say), Claude no longer uses that folder, and neither does sagemem."""
+    from .native import claude_auto_memory, claude_memory_dir
 
     home = Path(env["HOME"]) if env.get("HOME") else Path.home()
     folder = claude_memory_dir(cwd, home, env)
@@ -214,7 +216,9 @@ def _claude_dir(cwd: Path, env: Mapping[str, str]) -> Path | None:
         info = os.lstat(folder)
     except OSError:
         return None
-    return folder if stat.S_ISDIR(info.st_mode) else None
+    if not stat.S_ISDIR(info.st_mode) or not claude_auto_memory(cwd, home, env)[0]:
+        return None
+    return folder
 
 
 def _same(a: Path, b: Path) -> bool:
