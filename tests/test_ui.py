@@ -11,15 +11,17 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sagemem import MemoryStore
+from sagemem import MemorySet, MemoryStore
 from sagemem.ui import MAX_BODY, Handler, Server
 
 from .memories import DANCE, OLD_PLAN, make
+from .test_git import git
 
 TOKEN = "test-token-0123456789"
 
@@ -452,11 +454,14 @@ def test_a_damaged_state_file_leaves_the_page_usable(client: Client, store: Memo
     assert {m["file"] for m in data["memories"]} >= {"project_studio_opening.md"}
 
 
-def test_the_command_prints_a_tokened_local_url(store: MemoryStore) -> None:
+@contextmanager
+def command(*args: str, cwd: Path | None = None) -> Iterator[tuple[int, str]]:
+    """`sagemem ui --no-open` running: the port and the token of the URL it printed."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "sagemem", "--dir", str(store.memory_dir), "ui", "--no-open"],
+        [sys.executable, "-m", "sagemem", *args, "ui", "--no-open"],
         stderr=subprocess.PIPE,
         text=True,
+        cwd=cwd,
         env={**os.environ, "BROWSER": "false"},
     )
     try:
@@ -464,19 +469,29 @@ def test_the_command_prints_a_tokened_local_url(store: MemoryStore) -> None:
         line = process.stderr.readline()
         assert line.startswith("sagemem ui: http://127.0.0.1:") and "?token=" in line
         url = line.split()[2]
-        port = int(url.split(":")[2].split("/")[0])
-        token = url.split("token=")[1]
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        conn.request("GET", "/api/overview", headers={"X-Sagemem-Token": token})
-        response = conn.getresponse()
-        response.read()
-        conn.close()
-        assert response.status == 200
+        yield int(url.split(":")[2].split("/")[0]), url.split("token=")[1]
     finally:
         process.terminate()
         process.wait(timeout=30)
         if process.stderr is not None:
             process.stderr.close()
+
+
+def overview_of(port: int, token: str) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/api/overview", headers={"X-Sagemem-Token": token})
+    response = conn.getresponse()
+    raw = response.read()
+    conn.close()
+    return response.status, json.loads(raw)
+
+
+def test_the_command_prints_a_tokened_local_url(store: MemoryStore) -> None:
+    with command("--dir", str(store.memory_dir)) as (port, token):
+        status, data = overview_of(port, token)
+    assert status == 200
+    # A directory named by hand is a set of one scope: plain names, as before sets.
+    assert data["named"] is False and "project_studio_opening.md" in {m["file"] for m in data["memories"]}
 
 
 def test_the_browser_is_opened_on_a_private_redirect_not_on_the_token(
@@ -498,3 +513,245 @@ def test_the_browser_is_opened_on_a_private_redirect_not_on_the_token(
     assert len(opened) == 1 and TOKEN not in opened[0]  # what other users can see in `ps`
     page = Path(opened[0].removeprefix("file://"))
     assert page.stat().st_mode & 0o777 == 0o600 and server.url in page.read_text()
+
+
+# -- a memory set: the project's memory and the user's --------------------------------------
+
+PNPM = "---\nname: pnpm\ndescription: The user prefers pnpm over npm\ntype: user\n---\n\nUse pnpm install.\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A git project with the dance memories, and a user memory (under the tests' HOME) with
+    one memory of its own, an old plan, and a profile of the same name as the project's."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    make(root / ".sagemem" / "memory", DANCE)
+    make(
+        Path(os.environ["HOME"]) / ".sagemem" / "memory",
+        {
+            "user_pnpm.md": PNPM,
+            "project_old_plan.md": OLD_PLAN,
+            "user_dancer_profile.md": DANCE["user_dancer_profile.md"],
+        },
+    )
+    return root
+
+
+@pytest.fixture
+def memories(project: Path) -> MemorySet:
+    found = MemorySet.locate(cwd=project)
+    assert [s.scope for s in found.stores] == ["project", "user"]
+    return found
+
+
+@pytest.fixture
+def scoped(memories: MemorySet) -> Iterator[Client]:
+    server = Server(memories, token=TOKEN)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield Client(server)
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_overview_shows_every_scope_with_qualified_names(scoped: Client, memories: MemorySet) -> None:
+    memories.store("user").archive("project_old_plan.md", reason="an old plan")
+    status, data = scoped.get("/api/overview")
+    assert status == 200 and data["named"] is True
+    assert [(s["name"], s["memories"]) for s in data["scopes"]] == [("project", len(DANCE)), ("user", 2)]
+    files = {m["file"]: m for m in data["memories"]}
+    assert files["project:project_studio_opening.md"]["scope"] == "project"
+    assert files["user:user_pnpm.md"]["scope"] == "user" and not files["user:user_pnpm.md"]["archived"]
+    assert {"project:user_dancer_profile.md", "user:user_dancer_profile.md"} <= set(files)
+    assert files["user:project_old_plan.md"]["archived"] is True
+    assert files["user:project_old_plan.md"]["archived_reason"] == "an old plan"
+    assert all(m["file"].startswith(m["scope"] + ":") for m in data["memories"])
+    assert data["types"]["user"] == 3  # counted over both scopes
+
+
+def test_search_ranks_across_every_scope(scoped: Client, memories: MemorySet) -> None:
+    status, data = scoped.get("/api/search?q=should%20I%20use%20pnpm%20or%20npm")
+    assert status == 200 and data["files"][0] == "user:user_pnpm.md"
+    assert data["files"][0] == memories.search("should I use pnpm or npm").hits[0].file
+    assert (
+        "project:project_studio_opening.md" in scoped.get("/api/search?q=studio%20lease%20rent")[1]["files"]
+    )
+
+
+def test_a_stale_save_in_the_user_scope_is_a_conflict_of_the_user_scope(
+    scoped: Client, memories: MemorySet
+) -> None:
+    user, project = memories.store("user"), memories.store("project")
+    status, memory = scoped.get("/api/memory?file=user:user_pnpm.md")
+    assert status == 200 and memory["file"] == "user:user_pnpm.md"
+    path = user.memory_dir / "user_pnpm.md"
+    theirs = memory["text"] + "\nedited by hand\n"
+    path.write_text(theirs)
+    mine = memory["text"].replace("Use pnpm install.", "Use pnpm, always.")
+    status, refused = scoped.post(
+        "/api/save", {"file": "user:user_pnpm.md", "text": mine, "expected_version": memory["version"]}
+    )
+    assert status == 409 and refused["file"] == "user:user_pnpm.md" and refused["theirs"] == theirs
+    scope, _, own = refused["conflict_id"].partition(":")
+    assert scope == "user" and user.conflict(own).proposed == mine.encode()
+    assert project.conflicts() == [] and path.read_text() == theirs
+    listed = scoped.get("/api/conflicts")[1]["conflicts"]
+    assert [(c["id"], c["file"], c["scope"]) for c in listed] == [
+        (refused["conflict_id"], "user:user_pnpm.md", "user")
+    ]
+    assert scoped.get("/api/overview")[1]["conflicts"] == 1
+    # Resolving goes to the scope the id names.
+    status, settled = scoped.post(
+        "/api/conflicts/resolve", {"id": refused["conflict_id"], "keep": "proposed"}
+    )
+    assert status == 200 and settled["resolution"] == "proposed" and path.read_text() == mine
+    assert user.conflicts() == [] and scoped.get("/api/conflicts")[1]["conflicts"] == []
+    # A fresh save in that scope writes there.
+    current = user.read("user_pnpm.md")
+    status, saved = scoped.post(
+        "/api/save",
+        {"file": "user:user_pnpm.md", "text": mine + "more\n", "expected_version": current.version},
+    )
+    assert status == 200 and saved["file"] == "user:user_pnpm.md" and path.read_text() == mine + "more\n"
+
+
+def test_create_goes_to_the_scope_chosen_else_where_its_type_belongs(
+    scoped: Client, memories: MemorySet
+) -> None:
+    user, project = memories.store("user"), memories.store("project")
+
+    def create(**fields: str) -> tuple[int, Any]:
+        return scoped.post("/api/create", {"name": "x", "description": "a test memory", **fields})
+
+    assert create(type="project", scope="user") == (
+        200,
+        {**create_answer(user, "project_x.md"), "scope": "user"},
+    )
+    assert not (project.memory_dir / "project_x.md").exists()
+    status, made = create(type="user")
+    assert status == 200 and made["file"] == "user:user_x.md" and (user.memory_dir / "user_x.md").is_file()
+    status, made = create(type="feedback")
+    assert status == 200 and made["file"] == "project:feedback_x.md"
+    assert (project.memory_dir / "feedback_x.md").is_file()
+    status, refused = create(type="reference", scope="nowhere")
+    assert status == 404 and "no such scope" in refused["error"]
+    assert not list(project.memory_dir.glob("reference_x.md")) and not list(
+        user.memory_dir.glob("reference_x.md")
+    )
+
+
+def create_answer(store: MemoryStore, file: str) -> dict[str, str]:
+    return {"file": f"{store.scope}:{file}", "version": store.read(file).version}
+
+
+def test_archive_restore_lock_and_unlock_in_the_second_scope(scoped: Client, memories: MemorySet) -> None:
+    user, project = memories.store("user"), memories.store("project")
+    assert scoped.post("/api/lock", {"file": "user:user_pnpm.md"}) == (200, {"changed": True})
+    assert user.locked() == {"user_pnpm.md"} and project.locked() == set()
+    status, refused = scoped.post("/api/archive", {"file": "user:user_pnpm.md"})
+    assert status == 400 and "locked" in refused["error"]
+    assert scoped.post("/api/unlock", {"file": "user_pnpm.md"}) == (
+        200,
+        {"changed": True},
+    )  # one scope has it
+    assert user.locked() == set()
+    status, done = scoped.post("/api/archive", {"file": "user:user_pnpm.md", "reason": "switched"})
+    assert status == 200 and done == {"file": "user:user_pnpm.md"}
+    assert (user.memory_dir / "archive" / "user_pnpm.md").is_file() and not (
+        user.memory_dir / "user_pnpm.md"
+    ).exists()
+    status, read = scoped.get("/api/memory?file=user:user_pnpm.md&archived=1")
+    assert status == 200 and read["file"] == "user:user_pnpm.md" and "switched" in read["text"]
+    assert scoped.post("/api/restore", {"file": "user:user_pnpm.md"}) == (200, {"file": "user:user_pnpm.md"})
+    assert (user.memory_dir / "user_pnpm.md").is_file()
+    assert {p.name for p in project.memory_dir.iterdir()} >= set(DANCE)  # the project's untouched
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "user:../secret.md",
+        "user:..%2Fsecret.md",
+        "user:sub%2Fx.md",
+        "user:MEMORY.md",
+        "user:",
+        ":user_pnpm.md",
+    ],
+)
+def test_the_file_part_of_a_scoped_name_is_checked(scoped: Client, name: str) -> None:
+    status, data = scoped.get(f"/api/memory?file={name}")
+    assert status == 400 and "error" in data
+
+
+def test_an_unknown_scope_or_a_name_two_scopes_hold_is_refused_clearly(
+    scoped: Client, memories: MemorySet
+) -> None:
+    status, data = scoped.get("/api/memory?file=elsewhere:user_pnpm.md")
+    assert (
+        status == 404 and "'elsewhere': no such scope" in data["error"] and "project, user" in data["error"]
+    )
+    status, data = scoped.post("/api/archive", {"file": "user:../../proj/.sagemem/memory/x.md"})
+    assert status == 400
+    status, data = scoped.post("/api/archive", {"file": "user_dancer_profile.md"})
+    assert status == 400 and "more than one scope" in data["error"]
+    assert (memories.store("project").memory_dir / "user_dancer_profile.md").is_file()
+    assert (memories.store("user").memory_dir / "user_dancer_profile.md").is_file()
+    status, data = scoped.get("/api/memory?file=user_pnpm.md")  # one scope holds it: found there
+    assert status == 200 and data["file"] == "user:user_pnpm.md"
+
+
+def test_health_fix_snapshots_and_rollback_each_in_their_own_scope(
+    scoped: Client, memories: MemorySet
+) -> None:
+    user, project = memories.store("user"), memories.store("project")
+    path = user.memory_dir / "user_pnpm.md"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    status, report = scoped.get("/api/health")
+    assert status == 200
+    crlf = [f for f in report["findings"] if f["check"] == "crlf"]
+    assert [(f["file"], f["scope"]) for f in crlf] == [("user:user_pnpm.md", "user")]
+    status, done = scoped.post("/api/fix", {})
+    assert status == 200 and b"\r\n" not in path.read_bytes()
+    assert "user:user_pnpm.md: CRLF line endings converted to LF" in done["changes"]
+    made = user.snapshot(label="before")
+    original = path.read_text()
+    path.write_text(original.replace("pnpm install", "yarn"))
+    listed = scoped.get("/api/snapshots")[1]["snapshots"]
+    assert {"id": f"user:{made.id}", "scope": "user"}.items() <= next(
+        s for s in listed if s["label"] == "before"
+    ).items()
+    before = [s.id for s in project.snapshots()]
+    status, outcome = scoped.post("/api/rollback", {"id": f"user:{made.id}", "scope": "files"})
+    assert status == 200 and outcome["restored"] == ["user:user_pnpm.md"] and path.read_text() == original
+    assert outcome["protection"].startswith("user:") and [s.id for s in project.snapshots()] == before
+    status, refused = scoped.post("/api/rollback", {"id": f"project:{made.id}"})  # not that scope's
+    assert status in (400, 404) and made.id in refused["error"]
+
+
+def test_candidates_of_every_scope_are_archived_in_their_scope(scoped: Client, memories: MemorySet) -> None:
+    user = memories.store("user")
+    status, data = scoped.get("/api/candidates")
+    assert status == 200 and "user:project_old_plan.md" in {c["file"] for c in data["candidates"]}
+    status, done = scoped.post("/api/candidates/apply", {"files": ["user:project_old_plan.md"]})
+    assert status == 200 and done["archived"] == ["user:project_old_plan.md"] and done["refused"] == []
+    assert [s.split(":")[0] for s in done["snapshots"]] == ["user"]
+    assert done["snapshot"].removeprefix("user:") in {s.id for s in user.snapshots()}
+    assert (user.memory_dir / "archive" / "project_old_plan.md").is_file()
+
+
+def test_the_command_serves_the_set_of_its_project(project: Path) -> None:
+    with command(cwd=project) as (port, token):
+        status, data = overview_of(port, token)
+    assert status == 200 and [s["name"] for s in data["scopes"]] == ["project", "user"]
+    assert {"project:project_studio_opening.md", "user:user_pnpm.md"} <= {m["file"] for m in data["memories"]}
+
+
+def test_a_damaged_second_scope_is_named_and_the_others_are_shown(
+    scoped: Client, memories: MemorySet
+) -> None:
+    (memories.store("user").memory_dir / "archive").write_text("a file where the archive folder should be")
+    status, data = scoped.get("/api/overview")
+    assert status == 200 and data["troubles"] and all(t.startswith("user: ") for t in data["troubles"])
+    assert {"project:project_studio_opening.md", "user:user_pnpm.md"} <= {m["file"] for m in data["memories"]}

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from sagemem import MemoryStore
+from sagemem import MemorySet, MemoryStore
 from sagemem.ui import Server
 
 from .memories import DANCE, MUSIC, OLD_PLAN, make
+from .test_git import git
 
 webdriver = pytest.importorskip("selenium.webdriver")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -46,8 +47,8 @@ def shots(tmp_path: Path) -> Path:
 
 
 @contextmanager
-def page(store: MemoryStore, size: str = "1200,900", lang: str = "en-US") -> Iterator[Any]:
-    """A headless Chromium showing the list of a `sagemem ui` server over `store`."""
+def page(store: MemoryStore | MemorySet, size: str = "1200,900", lang: str = "en-US") -> Iterator[Any]:
+    """A headless Chromium showing the list of a `sagemem ui` server over `store` (or a set)."""
     server = Server(store)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     options = webdriver.ChromeOptions()
@@ -96,6 +97,7 @@ def open_memory(driver: Any, file: str) -> None:
 
 def test_the_list_filters_by_tag_and_opens_a_memory(browser: Any, shots: Path) -> None:
     assert "project_old_plan.md" in listed(browser) and "reference_music.md" in listed(browser)
+    assert not browser.find_elements(By.ID, "scope-chips")  # one scope: no scope to choose
     browser.save_screenshot(str(shots / "ui-list.png"))
     browser.find_element(By.CSS_SELECTOR, '.chip[data-tag="music"]').click()
     wait(browser, lambda d: listed(d) == ["reference_music.md"])
@@ -236,3 +238,34 @@ def test_arrow_keys_move_between_tabs(browser: Any) -> None:
     )
     focused = browser.switch_to.active_element
     assert focused.get_attribute("data-tab") == "candidates"
+
+
+def test_the_scope_chips_show_every_scope_and_filter_the_list(tmp_path: Path, shots: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    make(root / ".sagemem" / "memory", {**DANCE, "reference_music.md": MUSIC})
+    pnpm = "---\nname: pnpm\ndescription: The user prefers pnpm over npm\ntype: user\n---\n\nUse pnpm.\n"
+    user = make(Path(os.environ["HOME"]) / ".sagemem" / "memory", {"user_pnpm.md": pnpm})
+    with page(MemorySet.locate(cwd=root)) as driver:
+        chips = driver.find_elements(By.CSS_SELECTOR, "#scope-chips .chip[data-scope]")
+        assert [c.get_attribute("data-scope") for c in chips] == ["project", "user"]
+        assert {"project:reference_music.md", "user:user_pnpm.md"} <= set(listed(driver))
+        header = driver.find_element(By.ID, "where").text
+        assert "project: " in header and f"user: {user.memory_dir}" in header
+        driver.find_element(By.CSS_SELECTOR, '.chip[data-scope="user"]').click()
+        wait(driver, lambda d: listed(d) == ["user:user_pnpm.md"])
+        driver.save_screenshot(str(shots / "ui-scopes.png"))
+        driver.find_element(By.CSS_SELECTOR, '.chip[data-scope="user"]').click()  # off again: every scope
+        wait(driver, lambda d: "project:reference_music.md" in listed(d))
+        # A new memory goes to the scope chosen in the form, whatever its type.
+        driver.find_element(By.CSS_SELECTOR, ".toolbar .primary").click()
+        scope = wait(driver, ready.presence_of_element_located((By.ID, "new-scope")))
+        scope.find_element(By.CSS_SELECTOR, 'option[value="user"]').click()
+        driver.find_element(By.CSS_SELECTOR, '#new-type option[value="reference"]').click()
+        driver.find_element(By.ID, "new-name").send_keys("registry")
+        driver.find_element(By.ID, "new-description").send_keys("Which npm registry the user points pnpm at")
+        driver.find_element(By.ID, "create").click()
+        wait(driver, ready.presence_of_element_located((By.ID, "raw")))
+        assert (user.memory_dir / "reference_registry.md").is_file()
+        assert not (root / ".sagemem" / "memory" / "reference_registry.md").exists()

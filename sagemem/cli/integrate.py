@@ -236,7 +236,7 @@ def mcp(ctx: _Context) -> None:
 @click.option("--no-open", is_flag=True, help="Print the URL; do not open a browser.")
 @pass_ctx
 def ui(ctx: _Context, port: int, no_open: bool) -> None:
-    """Serve a local web page to browse, edit, archive and check the memories.
+    """Serve a local web page to browse, edit, archive and check the memories of every scope.
 
     Only on 127.0.0.1, and only for the URL printed (it carries this run's token).
 
@@ -246,10 +246,10 @@ def ui(ctx: _Context, port: int, no_open: bool) -> None:
     """
     from ..ui import serve
 
-    store = ctx.store
-    store.memories()  # a missing directory fails here, with the usual message
+    memories = ctx.memory_set
+    memories.first.memories()  # a missing directory fails here, with the usual message
     try:
-        serve(store, port=port, open_browser=not no_open, announce=lambda line: say(line, err=True))
+        serve(memories, port=port, open_browser=not no_open, announce=lambda line: say(line, err=True))
     except KeyboardInterrupt:
         pass
     except OSError as exc:

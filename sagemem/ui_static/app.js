@@ -29,6 +29,8 @@ const TEXT = {
   type: ["Type", "类型"], name: ["Name", "名称"], description: ["Description", "描述"], tags: ["Tags (comma separated)", "标签（逗号分隔）"],
   body: ["Text", "正文"], create: ["Create", "创建"], allTypes: ["all types", "全部类型"], idle: ["idle {d} days", "闲置 {d} 天"],
   timeline: ["Memories by last update", "按最后更新时间"], broken: ["Files that are not memories", "不是记忆的文件"],
+  scope: ["Scope", "范围"], allScopes: ["all scopes", "全部范围"],
+  byType: ["by type, as sagemem new does", "按类型（同 sagemem new）"],
 };
 const t = (key, vars = {}) => (TEXT[key] ? TEXT[key][ZH ? 1 : 0] : key).replace(/\{(\w+)\}/g, (_, k) => String(vars[k]));
 const COLORS = { user: "var(--user)", feedback: "var(--feedback)", project: "var(--project)", reference: "var(--reference)" };
@@ -37,7 +39,7 @@ const RGB = { user: "208,138,46", feedback: "61,154,106", project: "47,111,176",
 // The URL `sagemem ui` printed carries the token; every API call sends it in a header.
 const TOKEN = new URLSearchParams(location.search).get("token") || "";
 
-const state = { data: null, tab: "memories", type: "", tags: new Set(), query: "", hits: null, archived: false };
+const state = { data: null, tab: "memories", scope: "", type: "", tags: new Set(), query: "", hits: null, archived: false };
 
 function h(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -68,7 +70,10 @@ function say(text, error = false) {
 
 async function load() {
   state.data = await api("/api/overview");
-  document.getElementById("where").textContent = state.data.memory_dir;
+  // With several scopes each memory is named `scope:file`; the header says where each scope is.
+  document.getElementById("where").textContent = state.data.named
+    ? state.data.scopes.map((s) => `${s.name}: ${s.memory_dir}`).join("  ·  ") : state.data.memory_dir;
+  if (!state.data.scopes.some((s) => s.name === state.scope)) state.scope = "";
   const problems = document.getElementById("badge-problems");
   problems.textContent = t(state.data.problems === 1 ? "problem" : "problems", { n: state.data.problems });
   problems.classList.toggle("bad", state.data.problems > 0);
@@ -93,6 +98,7 @@ function dot(type) { return h("span", { class: "type", style: `background:${COLO
 
 function visible() {
   let items = state.data.memories.filter((m) => state.archived || !m.archived);
+  if (state.scope) items = items.filter((m) => m.scope === state.scope);
   if (state.type) items = items.filter((m) => m.type === state.type);
   for (const tag of state.tags) items = items.filter((m) => m.tags.some((x) => x.toLowerCase() === tag.toLowerCase()));
   if (state.hits) { const rank = new Map(state.hits.map((f, i) => [f, i])); items = items.filter((m) => rank.has(m.file)).sort((a, b) => rank.get(a.file) - rank.get(b.file)); }
@@ -117,6 +123,10 @@ function listPage(main) {
   const archived = h("input", { type: "checkbox", id: "show-archived", checked: state.archived, onchange: (e) => { state.archived = e.target.checked; drawItems(); } });
   main.append(h("div", { class: "toolbar" }, search, h("label", { for: "show-archived" }, archived, " ", t("archivedToo")),
     h("button", { class: "primary", type: "button", onclick: () => createPage(main) }, t("newMemory"))));
+  const scopeChips = !state.data.named ? null : h("div", { class: "chips", id: "scope-chips", "aria-label": t("scope") },
+    h("button", { class: "chip", type: "button", "aria-pressed": String(!state.scope), onclick: () => { state.scope = ""; show("memories"); } }, t("allScopes")),
+    state.data.scopes.map((s) => h("button", { class: "chip", type: "button", "data-scope": s.name, "aria-pressed": String(state.scope === s.name),
+      title: s.memory_dir, onclick: () => { state.scope = state.scope === s.name ? "" : s.name; show("memories"); } }, `${s.name} ${s.memories}`)));
   const typeChips = h("div", { class: "chips", "aria-label": t("type") },
     h("button", { class: "chip", type: "button", "aria-pressed": String(!state.type), onclick: () => { state.type = ""; show("memories"); } }, t("allTypes")),
     Object.entries(state.data.types).map(([type, n]) => h("button", { class: "chip", type: "button", "aria-pressed": String(state.type === type),
@@ -125,7 +135,7 @@ function listPage(main) {
     h("button", { class: "chip", type: "button", "data-tag": tag, "aria-pressed": String(state.tags.has(tag)),
       onclick: () => { state.tags.has(tag) ? state.tags.delete(tag) : state.tags.add(tag); show("memories"); } }, `#${tag} ${n}`)));
   const list = h("ul", { class: "list", id: "memory-list" });
-  main.append(typeChips, tagChips, list);
+  main.append(...[scopeChips, typeChips, tagChips, list].filter(Boolean));
   if (state.data.broken.length) {
     main.append(h("h2", {}, t("broken")), h("ul", {}, state.data.broken.map((b) => h("li", {}, h("span", { class: "file" }, b.file), " — ", b.rule))));
   }
@@ -242,15 +252,20 @@ function createPage(main) {
   const description = h("input", { type: "text", id: "new-description" });
   const tags = h("input", { type: "text", id: "new-tags" });
   const body = h("textarea", { id: "new-body" });
-  main.append(h("h2", {}, t("newMemory")), field("new-type", t("type"), type), field("new-name", t("name"), name),
+  // With several scopes the person may choose one; left alone, the type decides, as `sagemem new` does.
+  const scope = h("select", { id: "new-scope" }, h("option", { value: "" }, t("byType")),
+    state.data.scopes.map((s) => h("option", { value: s.name, selected: s.name === state.scope }, s.name)));
+  // Each field is a label and its control: spread, as `append` would put an array in as text.
+  main.append(...[h("h2", {}, t("newMemory")), state.data.named ? field("new-scope", t("scope"), scope) : [],
+    field("new-type", t("type"), type), field("new-name", t("name"), name),
     field("new-description", t("description"), description), field("new-tags", t("tags"), tags), field("new-body", t("body"), body),
     h("div", { class: "actions" }, h("button", { class: "primary", type: "button", id: "create", onclick: async () => {
       try {
         const made = await api("/api/create", { type: type.value, name: name.value, description: description.value, body: body.value,
-          tags: tags.value.split(",").map((x) => x.trim()).filter(Boolean) });
+          tags: tags.value.split(",").map((x) => x.trim()).filter(Boolean), scope: state.data.named ? scope.value : "" });
         say(made.file); await load(); viewPage(main, state.data.memories.find((x) => x.file === made.file));
       } catch (e) { say(e.message, true); }
-    } }, t("create")), h("button", { type: "button", onclick: () => show("memories") }, t("cancel"))));
+    } }, t("create")), h("button", { type: "button", onclick: () => show("memories") }, t("cancel")))].flat());
 }
 
 async function candidatesPage(main) {
@@ -264,7 +279,7 @@ async function candidatesPage(main) {
       h("button", { class: "danger", type: "button", id: "archive-candidates", onclick: async () => {
       const files = boxes.filter((b) => b.checked).map((b) => b.value);
       if (!files.length || !confirm(t(files.length === 1 ? "confirmCandidate" : "confirmCandidates", { n: files.length }))) return;
-      try { const done = await api("/api/candidates/apply", { files }); say(`${done.archived.length} ✓ · snapshot ${done.snapshot}${done.refused.length ? " · " + done.refused.map((r) => `${r.file}: ${r.error}`).join("; ") : ""}`); await load(); show("candidates"); }
+      try { const done = await api("/api/candidates/apply", { files }); say(`${done.archived.length} ✓ · snapshot ${done.snapshots.join(", ") || "—"}${done.refused.length ? " · " + done.refused.map((r) => `${r.file}: ${r.error}`).join("; ") : ""}`); await load(); show("candidates"); }
       catch (e) { say(e.message, true); }
     } }, t("archiveChosen"))));
 }
