@@ -255,15 +255,8 @@ def notes(
     found = [f"Claude Code's auto memory is off here ({why}): {given}"]
     if ours:
         found[0] += f"; {BACK_ON}"
-    if memory == "sagemem":
-        copies = imported.copies() if imported is not None else 0
-        if copies and read:
-            state = scopes[0].state_dir / "settings.json"
-            found.append(
-                f"Claude Code's folder {folder} is left as it was and still read as the `claude` scope, so "
-                f"{copies} imported memories are found twice until `scopes` in {state} leaves it out "
-                '(`"scopes": ["project", "user"]`)'
-            )
-        elif folder.is_dir():
-            found.append(f"Claude Code's folder {folder} is left as it was")
+    if memory == "sagemem" and folder.is_dir():
+        # With its auto memory off, Claude no longer uses the folder, and sagemem no longer
+        # reads it as a scope either (`config.locate_scopes`): nothing is found twice.
+        found.append(f"Claude Code's folder {folder} is left as it was, and no longer read as a scope")
     return found

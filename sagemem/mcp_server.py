@@ -60,7 +60,8 @@ def build(memories: MemorySet | MemoryStore) -> Any:
     if isinstance(memories, MemoryStore):
         store = memories
         lock_dir = store.lock_dir or store.memory_dir / STATE_DIR_NAME / "locks"
-        memories = MemorySet([Scope(store.scope, store.memory_dir, store.state_dir, "", lock_dir)])
+        native = store.lock_dir is not None  # a harness's own folder keeps its locks in the state
+        memories = MemorySet([Scope(store.scope, store.memory_dir, store.state_dir, "", lock_dir, native)])
     server = _Server("sagemem", instructions=INSTRUCTIONS)
 
     def hit_dict(hit: Any) -> dict[str, Any]:

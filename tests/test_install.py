@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore, command, install
+from sagemem.config import locate_scopes
 from sagemem.errors import SagememError, UnsafePath
 from sagemem.install import TARGETS, apply
 from sagemem.native import claude_auto_memory, claude_memory_dir
@@ -508,7 +509,8 @@ def test_memory_sagemem_imports_first_then_turns_claude_codes_memory_off(tmp_pat
         in (done["files"][0]["changes"])
     )
     assert "`sagemem install claude-code --memory both` turns it back on" in done["notes"][0]
-    assert "2 imported memories are found twice" in done["notes"][1]
+    assert "no longer read as a scope" in done["notes"][1]
+    assert "claude" not in [s.name for s in locate_scopes(cwd=project)]  # nothing is found twice
 
     again = apply("claude-code", "project", add=True, cwd=project, memory="sagemem")
     assert [f["status"] for f in again["import"]["files"] if f["file"] == "user_cat.md"] == ["present"]

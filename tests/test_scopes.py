@@ -325,3 +325,21 @@ def test_a_claude_memory_without_a_body_is_not_injected_again(project: Path) -> 
     )
     shown = [s.file for s in memories.inject("which editor, helix?").snippets]
     assert "project:user_editor.md" in shown  # sagemem's own memory of the same is shown
+
+
+def test_conflicts_of_every_scope_are_listed_shown_and_resolved(project: Path) -> None:
+    memories = MemorySet.locate(cwd=project)
+    user = memories.store("user")
+    read = user.read("user_pnpm.md")
+    (user.memory_dir / "user_pnpm.md").write_text(read.text + "\nedited by hand\n")
+    stale = cli(
+        project, "write", "user:user_pnpm.md", "--expected-version", read.version, stdin=read.text + "x\n"
+    )
+    assert stale.returncode == 3
+    cid = stale.stderr.split("conflict ")[1].split()[0]
+    assert list((user.state_dir / "conflicts").glob(f"{cid}.json"))  # in the user scope's own state
+    listed = cli(project, "conflicts").stdout
+    assert cid in listed and "user:user_pnpm.md" in listed
+    assert cli(project, "conflicts", "show", cid).returncode == 0
+    done = cli(project, "conflicts", "resolve", cid, "--keep", "disk")
+    assert done.returncode == 0 and "user:user_pnpm.md" in done.stdout

@@ -484,13 +484,34 @@ def conflicts(click_ctx: click.Context, as_json: bool) -> None:
 @json_option
 @pass_ctx
 def conflicts_list(ctx: _Context, resolved: bool = False, as_json: bool = False) -> None:
-    """List conflicts."""
-    found = ctx.store.conflicts(resolved=resolved)
+    """List conflicts, of every scope."""
+    memories = ctx.memory_set
+    found = [
+        (store, c)
+        for store in memories.stores
+        if store.memory_dir.is_dir() or store is memories.first
+        for c in store.conflicts(resolved=resolved)
+    ]
     if as_json:
-        return _print_json([_conflict_summary(c) for c in found])
-    for c in found:
+        return _print_json(
+            [{**_conflict_summary(c), "file": memories.name(store, c.file)} for store, c in found]
+        )
+    for store, c in found:
         done = f"  kept {c.resolution}" if c.resolution else ""
-        say(f"{c.id}  {c.file}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
+        file = memories.name(store, c.file)
+        say(f"{c.id}  {file}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
+
+
+def _conflict_store(ctx: _Context, conflict_id: str) -> tuple[Any, str]:
+    """The scope that keeps conflict `conflict_id` (`scope:id`, or the one that has it)."""
+    memories = ctx.memory_set
+    scope, cid = memories.split(conflict_id)
+    if scope is not None:
+        return memories.store(scope), cid
+    for store in memories.stores:
+        if store.memory_dir.is_dir() and any(c.id == cid for c in store.conflicts()):
+            return store, cid
+    return memories.first, cid
 
 
 @conflicts.command("show")
@@ -499,7 +520,8 @@ def conflicts_list(ctx: _Context, resolved: bool = False, as_json: bool = False)
 @pass_ctx
 def conflicts_show(ctx: _Context, conflict_id: str, as_json: bool) -> None:
     """Show a conflict: what was on disk, and a diff to what was proposed."""
-    c = ctx.store.conflict(conflict_id)
+    store, cid = _conflict_store(ctx, conflict_id)
+    c = store.conflict(cid)
     if as_json:
         return _print_json(c.to_dict())
     for key, value in _conflict_summary(c).items():
@@ -529,7 +551,8 @@ def conflicts_show(ctx: _Context, conflict_id: str, as_json: bool) -> None:
 @pass_ctx
 def conflicts_resolve(ctx: _Context, conflict_id: str, keep: str, as_json: bool) -> None:
     """Settle a conflict by keeping one side."""
-    c = ctx.store.resolve_conflict(conflict_id, keep, writer="sagemem cli")
+    store, cid = _conflict_store(ctx, conflict_id)
+    c = store.resolve_conflict(cid, keep, writer="sagemem cli")
     if as_json:
         return _print_json(_conflict_summary(c))
-    say(f"{c.id}: kept {keep} for {c.file}")
+    say(f"{c.id}: kept {keep} for {ctx.memory_set.name(store, c.file)}")
