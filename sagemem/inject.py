@@ -331,10 +331,10 @@ class _Plan:
             for shelf in self.shelves
             for file, _ in shelf.corpus.left_out()
         ]
-        # The rules for saving: once a session, at its start (again after a compaction).
+        # The rules for saving: once a session (again after a compaction), whenever the start
+        # event comes; dsh runs it detached, so the first prompt's hook may have come first.
         rules_key = hashlib.sha256(self.rules.encode("utf-8")).hexdigest()[:16] if self.rules else ""
-        fresh = not stateless and not repeated and not ledger.baseline_done
-        rules = self.rules if self.rules and fresh and rules_key not in ledger.cards else ""
+        rules = self.rules if self.rules and not stateless and rules_key not in ledger.cards else ""
         # The framing (intro, discipline, fence, status) is paid once per injection; sized here
         # with the longest status line it can have.
         framing = len(

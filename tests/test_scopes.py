@@ -285,6 +285,23 @@ def test_harnesses_without_memory_rules_get_ours_once_a_session(project: Path) -
     assert "How to save a memory" not in start(project, "codex", sid="r2", SAGEMEM_RULES="0")
 
 
+def test_the_rules_come_with_a_start_event_that_arrives_after_the_first_prompt(project: Path) -> None:
+    # dsh runs SessionStart detached: the first prompt's hook may give the baseline first.
+    event = {"session_id": "late", "cwd": str(project), "hook_event_name": "UserPromptSubmit"}
+    event["prompt"] = "When does the studio open?"
+    asked = subprocess.run(
+        [sys.executable, "-m", "sagemem", "hook", "dsh", "UserPromptSubmit"],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=120,
+    )
+    assert asked.returncode == 0 and "How to save a memory" not in asked.stdout
+    assert "How to save a memory" in start(project, "dsh", sid="late")
+    assert "How to save a memory" not in start(project, "dsh", sid="late", source="resume")
+
+
 def test_claude_code_gets_no_rules_while_its_own_memory_is_on(project: Path) -> None:
     assert "How to save a memory" not in start(project, "claude-code")
     off = start(project, "claude-code", sid="r2", CLAUDE_CODE_DISABLE_AUTO_MEMORY="1")

@@ -1,0 +1,380 @@
+"""The memory loop in the real CLIs: what one session saves, the next is given; and a harness
+with no memory instructions of its own is told how to save. Opt-in, since the CLIs come from
+npm.
+
+Each variable names one of the offline rigs (a fake model API on 127.0.0.1, an isolated
+home); a test is skipped unless its variable is set:
+
+* SAGEMEM_CC_SCRIPT: `cc_script.sh`, the real Claude Code executing a script of tool calls
+  (`cc_script.sh run WORKDIR PROJECT SCRIPT PROMPT`); CC_PREFIX names an install to reuse.
+* SAGEMEM_CODEX_E2E, SAGEMEM_GEMINI_E2E, SAGEMEM_DSH_E2E: `codex_e2e.sh`, `gemini_e2e.sh`,
+  `dsh_e2e.sh` (`RUNNER WORKDIR HOOK PROMPT EXPECTED`, exit 0 when EXPECTED reached a model
+  request); CODEX_PREFIX, GEMINI_PREFIX and DSH_PREFIX name installs to reuse.
+
+Each project is set up as a person would: `git init`, `sagemem init --project`, `sagemem
+install <harness>` with this interpreter's sagemem, so the hooks and the MCP entry installed
+run its absolute path. Where a rig's isolation makes the setup differ from a person's, the
+test says how and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagemem.command import command_line
+from sagemem.native import claude_memory_dir
+
+SAGEMEM = [sys.executable, "-m", "sagemem"]
+# Read at import: the suite's fixture clears SAGEMEM_* variables before each test.
+RUNNERS = {
+    name: os.environ.get(name, "")
+    for name in ("SAGEMEM_CC_SCRIPT", "SAGEMEM_CODEX_E2E", "SAGEMEM_GEMINI_E2E", "SAGEMEM_DSH_E2E")
+}
+RULES = "How to save a memory"
+FRIDAYS = "What is our rule about deploying to production on Fridays?"
+# Claude Code's words for its auto-memory folder, in the system prompt it sends.
+CLAUDE_MEMORY_AT = re.compile(r"persistent file-based memory at `([^`]+)`")
+CLAUDE_HOOK_CONTEXT = "UserPromptSubmit hook additional context:"
+# A shell step of the script: copies the folder named in the system prompt of the first
+# request recorded (argv 1) into a file (argv 2), which the scripted Read shows the model.
+FOLDER_FROM_PROMPT = f"""
+import json, re, sys
+for line in open(sys.argv[1], encoding="utf-8"):
+    body = json.loads(line).get("body")
+    if isinstance(body, dict) and body.get("tools"):
+        found = re.search({CLAUDE_MEMORY_AT.pattern!r}, json.dumps(body.get("system")))
+        open(sys.argv[2], "w", encoding="utf-8").write("MEMDIR=" + found.group(1) + "=END")
+        break
+"""
+
+
+def runner(name: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(not RUNNERS[name], reason=f"set {name} to run this end to end")
+
+
+def sagemem(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SAGEMEM, *args], cwd=cwd, env={**os.environ, **env}, check=True, capture_output=True, text=True
+    )
+
+
+def make_project(folder: Path, harness: str | None = None) -> Path:
+    folder.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
+    sagemem("init", "--project", cwd=folder)
+    if harness is not None:
+        done = sagemem("install", harness, cwd=folder)
+        assert command_line("hook", harness) in done.stdout  # this sagemem's absolute path
+    return folder
+
+
+def user_home(folder: Path) -> Path:
+    """A home with a user memory, `sagemem init` run in it."""
+    folder.mkdir(parents=True)
+    sagemem("init", cwd=folder, HOME=str(folder))
+    return folder
+
+
+def remember(
+    folder: Path, kind: str, name: str, description: str, body: str, *, baseline: bool = False, **env: str
+) -> None:
+    fields = ["--type", kind, "--name", name, "--description", description, "--body", body]
+    sagemem("remember", *fields, *(["--baseline"] if baseline else []), cwd=folder, **env)
+
+
+def strings(value: object) -> Iterator[str]:
+    """Every string in a request body."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def holding(body: object, text: str) -> list[str]:
+    return [s for s in strings(body) if text in s]
+
+
+def model_requests(log: Path, path: str) -> list[dict]:
+    """The bodies of the POST requests whose URL path matches `path`, in the order sent."""
+    bodies = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("method") == "POST" and re.search(path, record.get("path", "").split("?", 1)[0]):
+            bodies.append(record["body"])
+    return bodies
+
+
+# -- Claude Code ------------------------------------------------------------------------------
+
+
+def claude(workdir: Path, project: Path, script: list[dict], prompt: str, **env: str) -> list[dict]:
+    """One `claude -p` session of the scripted rig; the main-loop requests it sent."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    runs = len(list(workdir.glob("requests-*.jsonl")))
+    steps = workdir.parent / f"{workdir.name}-script-{runs}.json"
+    steps.write_text(json.dumps(script), encoding="utf-8")
+    done = subprocess.run(
+        ["bash", RUNNERS["SAGEMEM_CC_SCRIPT"], "run", str(workdir), str(project), str(steps), prompt],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "CC_PREFIX": os.environ.get("CC_PREFIX") or str(workdir.parent / "npm"),
+            "CC_APPROVE_MCP": "1",  # the project's MCP server approved, as a person does when asked
+            **env,
+        },
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = workdir / f"requests-{runs}.jsonl"
+    (workdir / "requests.jsonl").rename(log)  # kept: the next run starts a new one
+    return [b for b in model_requests(log, r"/v1/messages$") if isinstance(b, dict) and b.get("tools")]
+
+
+def tool_results(body: dict) -> list[str]:
+    """The text of each tool_result in a request's conversation, none of them an error."""
+    found = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                assert not block.get("is_error"), block
+                found.append("\n".join(strings(block.get("content"))))
+    return found
+
+
+def injected(body: dict, answer: str) -> str:
+    """sagemem's UserPromptSubmit context in a Claude Code request, which holds `answer`, and
+    no other part of the request does."""
+    [text] = holding(body, answer)
+    start = text.index(CLAUDE_HOOK_CONTEXT)
+    assert text.index(answer) > start, f"{answer!r} is in the request, but not from the hook"
+    context = text[start:]
+    assert "(sagemem, from " in context
+    return context
+
+
+@runner("SAGEMEM_CC_SCRIPT")
+def test_claude_code_memory_in_its_own_folder_reaches_the_next_session(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", "claude-code")
+    work = tmp_path / "cc"
+    helper, shown = tmp_path / "folder_from_prompt.py", tmp_path / "memdir.txt"
+    helper.write_text(FOLDER_FROM_PROMPT, encoding="utf-8")
+    # Session 1 saves a memory as Claude's own system prompt tells its model to: with the
+    # Write tool, in the folder that prompt names, in the format it gives (type under
+    # `metadata:`). A model reads the folder in its prompt; here a shell step copies it out
+    # of the first request as recorded, the scripted Read shows it to the model, and the Write
+    # takes it from that tool result. The description does not hold the answer; the body does.
+    memory = "---\nname: user-cat\ndescription: the user's pet\nmetadata:\n  type: user\n---\n\n"
+    memory += "The cat is called Sesame.\n"
+    write = {"file_path": "{{re:MEMDIR=(.+?)=END}}user_cat.md", "content": memory}
+    script = [
+        {"shell": shlex.join([sys.executable, str(helper), str(work / "requests.jsonl"), str(shown)])},
+        {"tool_use": {"name": "Read", "input": {"file_path": str(shown)}}},
+        {"tool_use": {"name": "Write", "input": write}},
+        {"text": "Saved."},
+    ]
+    first = claude(work, project, script, "Remember that my cat is called Sesame.")
+    [named] = CLAUDE_MEMORY_AT.findall("\n".join(strings(first[0]["system"])))
+    home = work / "home"  # the rig's HOME, and CLAUDE_CONFIG_DIR=home/.claude
+    assert Path(named) == claude_memory_dir(project, home, {"CLAUDE_CONFIG_DIR": str(home / ".claude")})
+    assert "Sesame" in (Path(named) / "user_cat.md").read_text(encoding="utf-8")
+    assert not any(holding(b, RULES) for b in first)  # auto memory on: Claude's rules, not sagemem's
+
+    # Session 2, in the same home: the first request for the question holds the memory's
+    # body, from sagemem's prompt hook, named with its scope.
+    second = claude(work, project, [{"text": "Sesame."}], "What is my cat called?", CC_KEEP_HOME="1")
+    context = injected(second[0], "Sesame")
+    assert "### claude:user_cat.md:" in context and "The cat is called Sesame." in context
+
+
+@runner("SAGEMEM_CC_SCRIPT")
+def test_claude_code_mcp_remember_reaches_the_next_session(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", "claude-code")
+    work = tmp_path / "cc"
+    # The person has a user memory, made by `sagemem init` in their home. The rig makes a
+    # fresh HOME (work/home) for each run unless told to keep it: this one is made first, with
+    # its user memory, and both runs keep it, as a person's home stays.
+    home = user_home(work / "home")
+    fields = {
+        "type": "user",
+        "name": "editor",
+        "description": "the user's preferred code editor",
+        "body": "The user edits code in Kakoune.",
+    }
+    script = [{"tool_use": {"name": "mcp__sagemem__memory_remember", "input": fields}}, {"text": "Saved."}]
+    first = claude(work, project, script, "Remember that I use Kakoune.", CC_KEEP_HOME="1")
+    [result] = tool_results(first[-1])
+    assert json.loads(result)["file"] == "user:user_editor.md"  # type user: to the user scope
+    user = home / ".sagemem" / "memory"
+    assert "The user edits code in Kakoune." in (user / "user_editor.md").read_text(encoding="utf-8")
+    index = (user / "MEMORY.md").read_text(encoding="utf-8")
+    assert "(user_editor.md) — the user's preferred code editor" in index
+    assert not (project / ".sagemem" / "memory" / "user_editor.md").exists()
+    checked = sagemem("check", "--json", cwd=project, HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"))
+    assert json.loads(checked.stdout)["ok"], checked.stdout
+
+    second = claude(work, project, [{"text": "Kakoune."}], "Which code editor do I use?", CC_KEEP_HOME="1")
+    assert "### user:user_editor.md:" in injected(second[0], "Kakoune")
+
+
+@runner("SAGEMEM_CC_SCRIPT")
+def test_claude_code_with_auto_memory_off_is_told_how_to_save(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", "claude-code")
+    off = json.dumps({"autoMemoryEnabled": False})  # the person's ~/.claude/settings.json
+    [first] = claude(tmp_path / "cc", project, [{"text": "Hello."}], "Hello.", CC_USER_SETTINGS=off)
+    assert not holding(first, "persistent file-based memory")  # Claude's own memory section is gone
+    [rules] = holding(first, RULES)
+    assert "memory_remember(type, name, description" in rules  # the MCP server of .mcp.json
+
+
+# -- Codex, Gemini CLI, DeepSeek Harness ------------------------------------------------------
+
+
+def run(
+    variable: str, workdir: Path, prompt: str, expected: str, env: dict[str, str], hook: str = "true"
+) -> None:
+    """One run of a rig; `expected` must reach a model request (else a plain failure, never
+    one an `xfail` would take for the behaviour it expects)."""
+    done = subprocess.run(
+        ["bash", RUNNERS[variable], str(workdir), hook, prompt, expected],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=900,
+    )
+    if done.returncode != 0 or "found in request" not in done.stdout:
+        pytest.fail(done.stdout + done.stderr)
+
+
+@runner("SAGEMEM_CODEX_E2E")
+def test_codex_is_told_how_to_save_and_gets_the_user_memory_beside_the_projects(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", "codex")
+    remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "No Friday deploys.")
+    # The user memory is in $HOME/.sagemem/memory. The rig wipes its isolated HOME (work/home)
+    # just before Codex starts, so HOME points at a home made beforehand instead; CODEX_HOME
+    # stays the rig's, with the config.toml for the fake model.
+    home = user_home(tmp_path / "user-home")
+    remember(home, "user", "cat", "the user's pet", "The cat is called Sesame.", HOME=str(home))
+    assert not re.search(r"\s", str(home))  # CODEX_ENV is split at blanks
+    work = tmp_path / "codex"
+    env = {
+        "CODEX_PREFIX": os.environ.get("CODEX_PREFIX") or str(tmp_path / "npm"),
+        "CODEX_PROJECT": str(project),  # copied to work/proj, its .codex/hooks.json as installed
+        "CODEX_SCOPE": "none",
+        "CODEX_HOOK_TRUST": "persist",  # trusted through Codex's own app-server, as /hooks does
+        "CODEX_ENV": f"HOME={home}",
+    }
+    run("SAGEMEM_CODEX_E2E", work, "What is my cat called?", "Sesame", env)
+    first = model_requests(work / "requests.jsonl", r"/responses$")[0]
+    [rules] = holding(first, RULES)  # no MCP server in Codex's config.toml: the command lines
+    assert f"`{command_line('remember')} --type T --name N" in rules
+    [context] = holding(first, "The cat is called Sesame.")
+    scopes = f'"{work / "proj" / ".sagemem" / "memory"}", "{home / ".sagemem" / "memory"}"'
+    assert f"(sagemem, from {scopes})" in context and "### user:user_cat.md:" in context
+
+
+@runner("SAGEMEM_GEMINI_E2E")
+def test_gemini_is_told_how_to_save_and_a_baseline_leaves_the_answer_in(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", "gemini")
+    remember(
+        project, "feedback", "answer style", "how to answer", "Answer in British English.", baseline=True
+    )
+    remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "Codename PELICAN-42.")
+    work = tmp_path / "gemini"
+    env = {
+        "GEMINI_PREFIX": os.environ.get("GEMINI_PREFIX") or str(tmp_path / "npm"),
+        "GEMINI_PROJECT": str(project),  # copied to work/proj, its .gemini/settings.json as installed
+        "GEMINI_SCOPE": "none",
+        "GEMINI_TRUST": "file",  # the folder listed in the isolated ~/.gemini/trustedFolders.json
+    }
+    run("SAGEMEM_GEMINI_E2E", work, FRIDAYS, "PELICAN-42", env)
+    requests = model_requests(work / "requests.jsonl", r":(stream)?[gG]enerateContent$")
+    [rules] = holding(requests[0], RULES)  # the MCP server is in the settings: its tools named
+    assert "memory_remember(type, name, description" in rules
+    # `gemini -p` puts what the SessionStart hook said, the baseline and the rules, before the
+    # question in a <hook_context> block, and that is the prompt the prompt hook gets: it must
+    # still answer the question.
+    asked = [b for b in requests if holding(b, FRIDAYS)][-1]
+    [start] = holding(asked, FRIDAYS)
+    assert start.startswith("<hook_context>") and "Answer in British English." in start
+    [answer] = holding(asked, "Codename PELICAN-42.")
+    assert answer.startswith("<hook_context>") and "### project_deploy_freeze.md:" in answer
+
+
+def dsh_install(tmp_path: Path, event: str, before: str, after: str | None = None) -> dict[str, str]:
+    """A project with a memory, and `sagemem install dsh` in a home of dsh's own; in the
+    bridge's hook settings that install wrote, `before` runs ahead of sagemem's `event` hook
+    (and `after` after it). The rig's environment for a run."""
+    project = make_project(tmp_path / "proj")
+    remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "Codename PELICAN-42.")
+    prefix = Path(os.environ.get("DSH_PREFIX") or tmp_path / "npm")
+    bridge = prefix / "node_modules" / "@deepseek-ai" / "dsh-hooks-claude-code"
+    if not bridge.is_dir():
+        run("SAGEMEM_DSH_E2E", tmp_path / "setup", "hello", "hello", {"DSH_PREFIX": str(prefix)})  # installs
+    home = tmp_path / "dsh-home"  # dsh reads no configuration from a project: the install is per user
+    sagemem("install", "dsh", "--bridge", str(bridge), cwd=project, DSH_HOME=str(home))
+    settings = home / "sagemem" / "hooks.json"
+    hooks = json.loads(settings.read_text(encoding="utf-8"))
+    [group] = hooks["hooks"][event]
+    group["hooks"][:0] = [{"type": "command", "command": before, "timeout": 30}]
+    group["hooks"] += [{"type": "command", "command": after, "timeout": 30}] if after else []
+    settings.write_text(json.dumps(hooks), encoding="utf-8")
+    return {"DSH_PREFIX": str(prefix), "DSH_PROJECT": str(project), "DSH_ENV": f"DSH_HOME={home}"}
+
+
+def dsh_requests(workdir: Path) -> list[dict]:
+    """The conversation's requests (the session-title request has no tools)."""
+    return [b for b in model_requests(workdir / "requests.jsonl", r"/chat/completions$") if b.get("tools")]
+
+
+# A hook of a person's own: context for the event that fired, in the shape every harness reads.
+MARKER_HOOK = """
+import json, sys
+event = json.load(sys.stdin).get("hook_event_name")
+print(json.dumps({{"hookSpecificOutput": {{"hookEventName": event, "additionalContext": "{marker}"}}}}))
+"""
+
+# dsh fires SessionStart detached, at the same time as the first step, whose UserPromptSubmit
+# hook runs before the first request; which of sagemem's two hooks gets to the session first
+# is a race, won by either in plain runs. Each test below decides it with a `sleep` ahead of
+# one of sagemem's hooks (the bridge runs the hooks of an event one after the other).
+
+
+@runner("SAGEMEM_DSH_E2E")
+def test_dsh_is_told_how_to_save_with_the_mcp_tools_it_offers(tmp_path: Path) -> None:
+    env = dsh_install(tmp_path, "UserPromptSubmit", "sleep 2")  # SessionStart's hook first
+    work = tmp_path / "dsh"
+    run("SAGEMEM_DSH_E2E", work, FRIDAYS, RULES, {**env, "DSH_EVENTS": "Stop"})  # the rig's hook idle
+    # The SessionStart context arrives after the first request, and dsh takes one more step.
+    told = next(b for b in dsh_requests(work) if holding(b, RULES))
+    [rules] = holding(told, RULES)
+    assert "memory_remember(type, name, description" in rules
+    assert "mcp__sagemem__memory_remember" in {t.get("function", {}).get("name") for t in told["tools"]}
+
+
+@runner("SAGEMEM_DSH_E2E")
+def test_dsh_is_told_how_to_save_when_the_prompt_hook_comes_first(tmp_path: Path) -> None:
+    marker = "MARKER-START-4471"
+    script = tmp_path / "marker_hook.py"
+    script.write_text(MARKER_HOOK.format(marker=marker), encoding="utf-8")
+    env = dsh_install(tmp_path, "SessionStart", "sleep 2", shlex.join([sys.executable, str(script)]))
+    work = tmp_path / "dsh"
+    # The rig's Stop hook holds each turn open for 3 s, so the late SessionStart context still
+    # lands in the session; the marker handler, run right after sagemem's, shows it did.
+    run("SAGEMEM_DSH_E2E", work, FRIDAYS, marker, {**env, "DSH_EVENTS": "Stop"}, hook="sleep 3")
+    told = next(b for b in dsh_requests(work) if holding(b, marker))
+    assert holding(told, RULES), "sagemem's SessionStart hook gave no saving rules"
