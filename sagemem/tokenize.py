@@ -6,13 +6,16 @@ Latin script: NFKC and case folding, then words and identifiers. An identifier s
 `deployed`, `deploying` -> `deploy`). Stop words and one-letter words are dropped.
 
 Chinese: memories are segmented by jieba in search mode (the dictionary words inside a long
-word are tokens too); words of two or more characters are kept, and a lone character only
-when it stands alone between non-Chinese text. Queries are *not* given to jieba, whose
-dictionary takes over a second to load: each Chinese run of a query is matched against the
-vocabulary of the memories themselves, taking every substring that is a known token. This can
-differ from how jieba would cut the query, but only in ways that cannot add a false match: a
-query word that no memory contains cannot match anything either way. Its characters are kept
-as unknown terms (in pairs), so the relevance gate still counts them.
+word are tokens too); words of two or more characters are kept, and so is every character of
+the content (stop words and particles taken out), since many plain nouns are one character
+and jieba may join one to its neighbour (`猫叫` in `我的猫叫芝麻`). Queries are *not* given
+to jieba, whose dictionary takes over a second to load: each Chinese run of a query is
+matched against the vocabulary of the memories themselves, taking every substring that is a
+known token. This can differ from how jieba would cut the query, but only in ways that
+cannot add a false match: a query word that no memory contains cannot match anything either
+way. Its characters are kept as unknown terms (in pairs), so the relevance gate still counts
+them; a single character left between known words and stop words counts only as the
+memories' one-character word.
 """
 
 from __future__ import annotations
@@ -57,12 +60,13 @@ STOP_ZH = frozenset(
     是否 是不是 有没有 能不能 可不可以 的话 之后 之前 以后 以前 关于 对于 这么 那么 多少 几个
     由谁 是谁 多大 多久 多长 多远 多高 哪一 哪年 哪天 何时 何地 什么样 哪种 怎么办 有哪些 是什么 叫什么
     为了 通过 进行 其中 之一 主要 一种 一起 这种 那种
-    确认 核实 依据 理由 出处 对吧 对吗 是吗 没错 确定""".split()
+    确认 核实 依据 理由 出处 对吧 对吗 是吗 没错 确定
+    你好 您好 大家好 谢谢 多谢 好的 好吧 再见 拜拜 哈哈 嗯嗯 晚安 早安 早上好 晚上好""".split()
 )
 # Characters that never start or end a content word: pairs holding one are not terms.
 PARTICLES = frozenset("的了吗呢吧啊呀哦嗯么")
 STOP_ZH_CHARS = frozenset(
-    "的了是在我你他她它和与就都也还要会能吗呢吧啊呀哦嗯么着过把被给让从向对这那有没不很再又"
+    "的了是在我你他她它和与就都也还要会能吗呢吧啊呀哦嗯么着过把被给让从向对这那有没不很再又好您"
 )
 
 
@@ -143,9 +147,10 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
     tokens: list[str] = []
     previous: tuple[str, int, list[str]] | None = None  # a plain word, where it ended, its tokens
     folded = normalize(text)
+    lone: list[str] = []  # one-character words, used when the query holds nothing stronger
     for piece, start, end, chinese in runs(folded):
         if chinese:
-            tokens += _match_known(piece, vocabulary)
+            tokens += _match_known(piece, vocabulary, lone)
             previous = None
             continue
         own = latin_tokens(piece)
@@ -165,6 +170,8 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
                 continue
         tokens += own
         previous = (piece, end, own) if plain else None
+    if lone and not any(token in vocabulary for token in tokens):
+        tokens += lone  # `猫` in `我的猫叫什么`: all the question has that a memory holds
     return tokens
 
 
@@ -174,15 +181,30 @@ def has_cjk(text: str) -> bool:
 
 def _segment(run: str, head: str) -> list[str]:
     """jieba's words of two or more characters in `head` (the run, or as much of it as jieba
-    is given), then every character pair of the run's content (stop words taken out): the
-    pairs keep names and terms that jieba cuts into single characters findable."""
+    is given), then every character of the run's content and every pair (stop words taken
+    out). The pairs keep names and terms that jieba cuts into single characters findable;
+    the characters keep one-character words findable (猫, 茶, 狗: many plain nouns), whatever
+    word jieba made of them here (`猫叫` in `我的猫叫芝麻`)."""
     if len(run) == 1:
         return [] if run in STOP_ZH_CHARS else [run]
     words = [w for w in _jieba().cut_for_search(head) if len(w) > 1 and w not in STOP_ZH] if head else []
-    return words + [p for part in _content(run) for p in _pairs(part)]
+    content = _content(run)
+    return (
+        words
+        + [c for part in content for c in part if _single(c)]
+        + [p for part in content for p in _pairs(part)]
+    )
 
 
-def _match_known(run: str, vocabulary: Container[str]) -> list[str]:
+def _single(char: str) -> bool:
+    """Whether one Chinese character may be a term on its own: not a stop word or particle."""
+    return char not in STOP_ZH_CHARS and char not in PARTICLES and _chinese().fullmatch(char) is not None
+
+
+def _match_known(run: str, vocabulary: Container[str], lone: list[str]) -> list[str]:
+    """The known words of a Chinese run of a query, then what no known word covers, in pairs,
+    as unknown terms. A character left alone between known words and stop words is a weak
+    signal: it goes to `lone` if the memories hold it as a word of their own, else nowhere."""
     if len(run) == 1:
         return [] if run in STOP_ZH_CHARS else [run]
     found: list[str] = []
@@ -193,10 +215,13 @@ def _match_known(run: str, vocabulary: Container[str]) -> list[str]:
                 if part[start:end] in vocabulary:
                     found.append(part[start:end])
                     covered[start:end] = [True] * (end - start)
-        # What no known word covers counts as unknown terms, in pairs (a lone leftover
-        # character is too weak a signal to count either way).
         uncovered = "".join(c if not done else " " for c, done in zip(part, covered, strict=True))
-        found += [p for stretch in uncovered.split() for p in stretch_pairs(stretch)]
+        for stretch in uncovered.split():
+            left = "".join(c for c in stretch if c not in PARTICLES and c not in STOP_ZH_CHARS)
+            if len(left) == 1:
+                lone += [left] if left in vocabulary else []
+            else:
+                found += stretch_pairs(stretch)
     return found
 
 

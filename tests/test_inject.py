@@ -305,3 +305,15 @@ def test_age_labels() -> None:
     assert label(None) == label(0) == "### a.md:1-1"
     assert label(1) == "### a.md:1-1 (saved 1 day ago)"
     assert label(12) == "### a.md:1-1 (saved 12 days ago)"
+
+
+def test_a_pet_saved_in_chinese_is_given_to_the_question_and_nothing_to_small_talk(tmp_path: Path) -> None:
+    # The upstream quick start: 记住：我的猫叫芝麻, then in a new session 我的猫叫什么？
+    files = {
+        "user_cat.md": "---\ndescription: 用户的宠物\ntype: user\n---\n\n用户的猫叫芝麻。\n",
+        "project_deploy.md": "---\ndescription: 部署流程\ntype: project\n---\n\n发布前先跑一遍测试。\n",
+    }
+    store = make(tmp_path / "mem", files)
+    text = store.inject("我的猫叫什么？").text
+    assert "用户的猫叫芝麻。" in text and "跑一遍测试" not in text
+    assert store.inject("今天天气怎么样？").text == ""

@@ -163,12 +163,28 @@ def injected(body: dict, answer: str) -> str:
     start = text.index(CLAUDE_HOOK_CONTEXT)
     assert text.index(answer) > start, f"{answer!r} is in the request, but not from the hook"
     context = text[start:]
-    assert "(sagemem, from " in context
+    assert "(sagemem, from " in context or "（sagemem，来自 " in context  # the English or Chinese intro
     return context
 
 
+# The upstream plugin's quick start, in both languages: the person asks to remember, a new
+# session asks; (what is said, the description, the body, the question, the answer).
+CAT = {
+    "en": (
+        "Remember that my cat is called Sesame.",
+        "the user's pet",
+        "The cat is called Sesame.",
+        "What is my cat called?",
+        "Sesame",
+    ),
+    "zh": ("记住：我的猫叫芝麻", "用户的宠物", "用户的猫叫芝麻。", "我的猫叫什么？", "芝麻"),
+}
+
+
 @runner("SAGEMEM_CC_SCRIPT")
-def test_claude_code_memory_in_its_own_folder_reaches_the_next_session(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_claude_code_memory_in_its_own_folder_reaches_the_next_session(tmp_path: Path, lang: str) -> None:
+    said, description, fact, question, answer = CAT[lang]
     project = make_project(tmp_path / "proj", "claude-code")
     work = tmp_path / "cc"
     helper, shown = tmp_path / "folder_from_prompt.py", tmp_path / "memdir.txt"
@@ -178,8 +194,7 @@ def test_claude_code_memory_in_its_own_folder_reaches_the_next_session(tmp_path:
     # `metadata:`). A model reads the folder in its prompt; here a shell step copies it out
     # of the first request as recorded, the scripted Read shows it to the model, and the Write
     # takes it from that tool result. The description does not hold the answer; the body does.
-    memory = "---\nname: user-cat\ndescription: the user's pet\nmetadata:\n  type: user\n---\n\n"
-    memory += "The cat is called Sesame.\n"
+    memory = f"---\nname: user-cat\ndescription: {description}\nmetadata:\n  type: user\n---\n\n{fact}\n"
     write = {"file_path": "{{re:MEMDIR=(.+?)=END}}user_cat.md", "content": memory}
     script = [
         {"shell": shlex.join([sys.executable, str(helper), str(work / "requests.jsonl"), str(shown)])},
@@ -187,18 +202,18 @@ def test_claude_code_memory_in_its_own_folder_reaches_the_next_session(tmp_path:
         {"tool_use": {"name": "Write", "input": write}},
         {"text": "Saved."},
     ]
-    first = claude(work, project, script, "Remember that my cat is called Sesame.")
+    first = claude(work, project, script, said)
     [named] = CLAUDE_MEMORY_AT.findall("\n".join(strings(first[0]["system"])))
     home = work / "home"  # the rig's HOME, and CLAUDE_CONFIG_DIR=home/.claude
     assert Path(named) == claude_memory_dir(project, home, {"CLAUDE_CONFIG_DIR": str(home / ".claude")})
-    assert "Sesame" in (Path(named) / "user_cat.md").read_text(encoding="utf-8")
+    assert answer in (Path(named) / "user_cat.md").read_text(encoding="utf-8")
     assert not any(holding(b, RULES) for b in first)  # auto memory on: Claude's rules, not sagemem's
 
     # Session 2, in the same home: the first request for the question holds the memory's
     # body, from sagemem's prompt hook, named with its scope.
-    second = claude(work, project, [{"text": "Sesame."}], "What is my cat called?", CC_KEEP_HOME="1")
-    context = injected(second[0], "Sesame")
-    assert "### claude:user_cat.md:" in context and "The cat is called Sesame." in context
+    second = claude(work, project, [{"text": answer}], question, CC_KEEP_HOME="1")
+    context = injected(second[0], fact)
+    assert "### claude:user_cat.md:" in context
 
 
 @runner("SAGEMEM_CC_SCRIPT")
@@ -378,3 +393,41 @@ def test_dsh_is_told_how_to_save_when_the_prompt_hook_comes_first(tmp_path: Path
     run("SAGEMEM_DSH_E2E", work, FRIDAYS, marker, {**env, "DSH_EVENTS": "Stop"}, hook="sleep 3")
     told = next(b for b in dsh_requests(work) if holding(b, marker))
     assert holding(told, RULES), "sagemem's SessionStart hook gave no saving rules"
+
+
+@runner("SAGEMEM_CC_SCRIPT")
+def test_claude_codes_edit_of_a_memory_a_person_changed_meanwhile_is_refused(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", "claude-code")
+    remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "No Friday deploys.")
+    path = project / ".sagemem" / "memory" / "project_deploy_freeze.md"
+    edit = {"file_path": str(path), "old_string": "No Friday deploys.", "new_string": "No deploys after 3pm."}
+    script = [
+        {"tool_use": {"name": "Read", "input": {"file_path": str(path)}}},
+        # A person edits the file while the agent works.
+        {
+            "shell": shlex.join(
+                ["sh", "-c", f"echo 'Hotfixes need two approvals.' >> {shlex.quote(str(path))}"]
+            )
+        },
+        {"tool_use": {"name": "Edit", "input": edit}},
+        {"tool_use": {"name": "Read", "input": {"file_path": str(path)}}},
+        {"tool_use": {"name": "Edit", "input": edit}},
+        {"text": "Done."},
+    ]
+    requests = claude(tmp_path / "cc", project, script, "Change the deploy freeze to after 3pm.")
+    results = []
+    for message in requests[-1]["messages"]:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                results.append((bool(block.get("is_error")), "\n".join(strings(block.get("content")))))
+    refused, second_edit = results[1], results[3]
+    # Claude Code 2.1 refuses this Edit itself (its own check of the file's time since the
+    # Read, made before the PreToolUse hooks run); sagemem's guard refuses it too where that
+    # check does not, and then keeps the refused change (tests/test_hooks.py).
+    assert refused[0] and ("modified since read" in refused[1] or "changed since" in refused[1]), refused
+    assert not second_edit[0], second_edit  # after a fresh Read the same Edit goes through
+    text = path.read_text(encoding="utf-8")
+    assert "No deploys after 3pm." in text and "Hotfixes need two approvals." in text  # nothing lost
+    checked = sagemem("check", "--json", cwd=project)
+    assert json.loads(checked.stdout)["ok"], checked.stdout

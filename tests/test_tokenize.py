@@ -43,6 +43,21 @@ def test_chinese_query_is_matched_against_the_vocabulary() -> None:
     assert query_tokens("今天天气怎么样", vocabulary) == ["今天", "天气"]
 
 
+def test_a_one_character_word_is_found_whatever_word_jieba_made_of_it() -> None:
+    asked = "我的猫叫什么？"
+    for memory in ("用户的猫叫芝麻。", "用户有一只猫，名字是芝麻。"):
+        vocabulary = set(document_tokens(memory))
+        assert "猫" in vocabulary and "的" not in vocabulary and "有" not in vocabulary
+        assert "猫" in query_tokens(asked, vocabulary) or "猫叫" in query_tokens(asked, vocabulary)
+    # A character left between stop words is a term only where a memory holds it, and only
+    # when the question holds nothing stronger.
+    assert query_tokens(asked, set(document_tokens("部署前先跑测试"))) == []
+    vocabulary = set(document_tokens("猫砂每周换一次；芝麻酱放在冰箱"))
+    assert "芝麻" in query_tokens("我的猫叫芝麻吗", vocabulary)
+    assert "猫" not in query_tokens("我的猫叫芝麻吗", vocabulary)
+    assert query_tokens("你好", set(document_tokens("你好，先看文档再问"))) == []
+
+
 def test_mixed_language_text() -> None:
     tokens = document_tokens("Ledgerly 的 webhook 签名失败")
     assert {"ledgerly", "webhook", "签名", "失败"} <= set(tokens)
