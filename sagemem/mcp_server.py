@@ -70,6 +70,7 @@ def build(memories: MemorySet | MemoryStore) -> Any:
             "file": hit.file,
             "lines": [hit.start, hit.end],
             "score": round(hit.score, 4),
+            "strong": hit.strong,
             "description": hit.description,
             "snippet": snippet.text if snippet else "",
             "version": hit.version,
@@ -77,16 +78,18 @@ def build(memories: MemorySet | MemoryStore) -> Any:
 
     @server.tool(
         description=_doc(
-            """Find the memory snippets relevant to a question, across every scope. Returns
-            ranked hits with the file, the line range, the snippet text and the memory's
-            version. Empty when nothing is relevant."""
+            """Find the memory snippets for a question, across every scope, best first: the
+            file, the line range, the snippet text, the memory's version and its score.
+            Weak matches come back too; `strong` is true for those relevant enough that
+            sagemem would have shown them unasked. Judge the others by their text. Empty
+            when no memory shares a word with the question."""
         )
     )
     def memory_search(
         query: Annotated[str, Field(description="The question or topic, in the user's words")],
         limit: Annotated[int, Field(description="Snippets at most (1-20)")] = 5,
     ) -> list[dict[str, Any]]:
-        hits = _call(lambda: memories.search(query, limit=max(1, min(limit, 20))).hits)
+        hits = _call(lambda: memories.search(query, limit=max(1, min(limit, 20)), pull=True).hits)
         return [hit_dict(h) for h in hits]
 
     @server.tool(

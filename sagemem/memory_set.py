@@ -138,26 +138,29 @@ class MemorySet:
         return found
 
     def search(
-        self, query: str, *, limit: int | None = None, settings: Settings | None = None
+        self, query: str, *, limit: int | None = None, settings: Settings | None = None, pull: bool = False
     ) -> retrieve.Result:
-        """Ranked snippets for `query` across every scope; nothing recorded."""
+        """Ranked snippets for `query` across every scope; nothing recorded. `pull`: asked for
+        on purpose (the CLI, MCP, the UI), so weaker matches come back too, each hit marked
+        `strong` when the injection would give it (`retrieve.pull`)."""
         settings = settings or self.settings()
         if limit is not None:
             settings = settings._replace(limit=max(1, limit))
         live = self._live()
+        find = retrieve.pull if pull else retrieve.search
 
         def work(corpora: list[corpus_module.Corpus]) -> retrieve.Result:
             shelves = [retrieve.Shelf(self._shelf(s), c) for s, c in zip(live, corpora, strict=True)]
-            return retrieve.search(shelves, query, settings)
+            return find(shelves, query, settings)
 
         return corpus_module.using_all([(s.memory_dir, s.state_dir) for s in live], work)
 
     def similar(self, *texts: str, limit: int = 3) -> list[retrieve.Hit]:
-        """Memories that look like the one described by `texts`: the search without its
-        gates, so an agent about to save sees what it could update instead."""
-        lenient = self.settings()._replace(gate=0.1, body_gate=0.25, cut=0.0, candidates=limit, limit=limit)
+        """Memories that look like the one described by `texts`: a pull search, so an agent
+        about to save sees what it could update instead."""
         seen, found = set(), []
-        for hit in self.search(" ".join(t for t in texts if t), settings=lenient).ranked:
+        settings = self.settings()._replace(candidates=limit, limit=limit)
+        for hit in self.search(" ".join(t for t in texts if t), settings=settings, pull=True).ranked:
             if hit.file not in seen:
                 seen.add(hit.file)
                 found.append(hit)

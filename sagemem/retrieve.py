@@ -37,6 +37,10 @@ from .names import name_key
 from .tokenize import query_tokens
 
 OPENING_LINES = 6
+# The gates of a search asked for on purpose (`pull`): a memory holding a tenth of the
+# query's weight in its description, a paragraph holding a fifth.
+PULL_GATE = 0.1
+PULL_BODY_GATE = 0.2
 
 
 class Hit(NamedTuple):
@@ -50,6 +54,7 @@ class Hit(NamedTuple):
     entry: Entry
     first: bool = True  # the memory's best paragraph (else a further one)
     scope: str = ""  # the scope it is in, when there are several (`file` then says it too)
+    strong: bool = True  # passes the injection's gates (a pull search also returns weaker hits)
 
     @property
     def description(self) -> str:
@@ -183,6 +188,26 @@ def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | No
     )
     below = [h for h in firsts if h.score < settings.cut * best]
     return Result(tuple(passing + spares), tuple(below), terms, scanned, settings.limit)
+
+
+def pull(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | None = None) -> Result:
+    """A search asked for on purpose (a person, or the model through MCP): the injection's
+    ranking with its gates lowered, so weak matches come back too, each hit marked `strong`
+    when the injection itself would give it. Injection is unasked and must stay silent on
+    noise; a question asked on purpose wants candidates and their scores, to judge."""
+    settings = settings or Settings()
+    strict = search(corpus, query, settings)
+    lenient = settings._replace(
+        gate=min(settings.gate, PULL_GATE),
+        body_gate=min(settings.body_gate, PULL_BODY_GATE),
+        cut=0.0,
+        candidates=max(settings.candidates, settings.limit),
+        min_query_chars=1,
+    )
+    found = search(corpus, query, lenient)
+    strong = {(h.file, h.start, h.end) for h in strict.ranked}
+    ranked = tuple(h._replace(strong=(h.file, h.start, h.end) in strong) for h in found.ranked)
+    return found._replace(ranked=ranked)
 
 
 def _together(indexes: list[Index]) -> list[Index]:

@@ -185,12 +185,12 @@ class App:
         }
 
     def search(self, query: dict[str, str]) -> dict[str, Any]:
-        """The memories `sagemem search` ranks for `q` across every scope, best first (the page
-        ANDs them with its chips)."""
+        """The memories `sagemem search` ranks for `q` across every scope, best first, weak
+        matches included, as a search asked for on purpose (the page ANDs them with its chips)."""
         text = query.get("q", "").strip()
         if not text:
             return {"files": []}
-        result = self.memories.search(text, limit=30)
+        result = self.memories.search(text, limit=30, pull=True)
         return {"files": list(dict.fromkeys(h.file for h in result.ranked))}
 
     def memory(self, query: dict[str, str]) -> dict[str, Any]:

@@ -62,7 +62,11 @@ async def test_every_tool_in_process(store: MemoryStore) -> None:
 
         hits = data(await client.call_tool("memory_search", {"query": "studio lease rent"}))
         assert hits[0]["file"] == "project_studio_opening.md" and len(hits[0]["version"]) == 64
+        assert hits[0]["strong"] is True
         assert data(await client.call_tool("memory_search", {"query": "how do I undo a git commit"})) == []
+        asked = "what was the lease negotiation about with the bank?"  # weak: asked for, so listed
+        weak = data(await client.call_tool("memory_search", {"query": asked}))
+        assert weak[0]["file"] == "project_studio_opening.md" and weak[0]["strong"] is False
 
         read = data(await client.call_tool("memory_read", {"file": "project_studio_opening.md"}))
         assert read["version"] == hits[0]["version"] and "Fifth Street" in read["text"]

@@ -148,3 +148,40 @@ def test_two_words_find_the_memory_that_writes_them_as_one(tmp_path: Path) -> No
     found = store.search("how do I roll back production after a bad deploy?").hits
     assert found and found[0].file == "project_deploy_flow.md"
     assert any(hit.start <= 22 <= hit.end for hit in found if hit.file == "project_deploy_flow.md")
+
+
+def test_a_search_asked_for_returns_weak_matches_marked_as_such(dance: MemoryStore) -> None:
+    from sagemem.retrieve import pull
+
+    query = "what was the lease negotiation about with the bank?"  # one shared word among strangers
+    assert dance.search(query).hits == ()  # the injection stays silent
+    with dance.corpus() as corpus:
+        weak = pull(corpus, query).hits
+        strong = pull(corpus, "when does the studio lease start and what is the rent?").hits
+        nothing = pull(corpus, "write a haiku about autumn").hits
+    assert weak and weak[0].file == "project_studio_opening.md" and not any(h.strong for h in weak)
+    assert strong[0].file == "project_studio_opening.md" and strong[0].strong
+    assert nothing == ()  # no shared word: nothing, even asked
+
+
+def test_the_search_command_and_the_mcp_tool_are_pull_searches(dance: MemoryStore) -> None:
+    import json
+    import subprocess
+    import sys
+
+    query = "what was the lease negotiation about with the bank?"
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "--dir", str(dance.memory_dir), "search", query, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [*hits] = json.loads(done.stdout)
+    assert hits[0]["file"] == "project_studio_opening.md" and hits[0]["strong"] is False
+    shown = subprocess.run(
+        [sys.executable, "-m", "sagemem", "--dir", str(dance.memory_dir), "inject", "-q", query],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout == ""

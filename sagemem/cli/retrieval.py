@@ -18,6 +18,9 @@ from .base import _Context, _print_json, cli, json_option, pass_ctx, say
 def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
     """Ranked snippets for QUERY: no session, nothing recorded.
 
+    Asked for on purpose, so weak matches are listed too; `*` marks the ones the hook would
+    inject unasked (`strong` in --json).
+
     \b
     Example:
         sagemem search "how do we deploy to production" --json
@@ -25,7 +28,7 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
     from ..inject import read_snippet
 
     memories = ctx.memory_set
-    result = memories.search(query, limit=limit)
+    result = memories.search(query, limit=limit, pull=True)
     rows = []
     for hit in result.hits:
         snippet = read_snippet(memories.snippet_dir(hit), hit.entry, hit.start, hit.end)
@@ -39,6 +42,7 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
                     "lines": [h.start, h.end],
                     "score": round(h.score, 4),
                     "stage": h.stage,
+                    "strong": h.strong,
                     "description": h.description,
                     "version": h.version,
                     "snippet": text,
@@ -47,7 +51,8 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
             ]
         )
     for hit, text in rows:
-        say(f"{hit.file}:{hit.start}-{hit.end}  {hit.score:.2f}  {hit.description}")
+        mark = "*" if hit.strong else " "
+        say(f"{mark} {hit.file}:{hit.start}-{hit.end}  {hit.score:.2f}  {hit.description}")
         for line in text.splitlines()[:3]:
             say(f"    {line}")
 
