@@ -28,7 +28,7 @@ from .log import log_once
 from .retrieve import Hit
 from .session import Ledger, open_ledger
 from .text import split_lines
-from .tokenize import has_cjk
+from .tokenize import acknowledges, has_cjk
 
 MAX_BASELINE = 8
 MAX_CARD_BYTES = 512
@@ -216,7 +216,9 @@ def inject_set(
         )
     named = len(scopes) > 1  # one directory: plain file names, as always
     shelves = [retrieve.Shelf(s.name if named else "", c) for s, c in zip(scopes, corpora, strict=True)]
-    result = retrieve.search(shelves, query, settings)
+    # A thank-you is no question: nothing is searched for it (a session's start still gets
+    # its baseline).
+    result = retrieve.search(shelves, "" if acknowledges(query) else query, settings)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
     state_dir = scopes[0].state_dir
     plan = _Plan(scopes, shelves, result, query, settings, lang, task or settings.task or session)

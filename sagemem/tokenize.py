@@ -73,6 +73,26 @@ STOP_ZH_CHARS = frozenset(
 )
 
 
+# A message that only acknowledges ("thanks, that worked!", "ok great, fixed it") is no
+# question: words of thanks or assent, and words of an outcome, nothing else.
+_THANKS = frozenset("thanks thank thx ty ok okay great nice cool perfect awesome brilliant".split())
+_FILLERS = frozenset("lot much again really".split())
+_OUTCOMES = frozenset("work worked works working fixed fixes helped helps solved resolved did".split())
+
+
+def acknowledges(text: str) -> bool:
+    """Whether `text` only thanks or assents, with at most words of an outcome (`worked`,
+    `fixed`) besides: the prompt hook gives it nothing, however many memories say `work`."""
+    folded = normalize(text)
+    if "?" in folded or "？" in folded or has_cjk(folded):
+        return False
+    words = [piece for piece, _, _, _ in runs(folded)]
+    if not any(word in _THANKS for word in words):
+        return False
+    allowed = STOP_EN | _THANKS | _OUTCOMES | _FILLERS
+    return all(word in allowed for word in words)
+
+
 def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 

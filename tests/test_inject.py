@@ -317,3 +317,11 @@ def test_a_pet_saved_in_chinese_is_given_to_the_question_and_nothing_to_small_ta
     text = store.inject("我的猫叫什么？").text
     assert "用户的猫叫芝麻。" in text and "跑一遍测试" not in text
     assert store.inject("今天天气怎么样？").text == ""
+
+
+def test_a_thank_you_gets_no_memory_whatever_memories_say_work(tmp_path: Path) -> None:
+    text = "---\ndescription: When Lin works and is around\ntype: user\n---\n\nWorks 10:00-19:00.\n"
+    files = {"user_work_hours.md": text}
+    store = make(tmp_path / "mem", files)
+    assert "Works 10:00-19:00." in store.inject("when does Lin work?").text
+    assert store.inject("thanks, that worked!").text == ""

@@ -93,3 +93,20 @@ def test_runs_cut_text_exactly_as_the_full_pattern_does(text: str) -> None:
         (m.group(), m.start(), m.end(), bool(chinese.fullmatch(m.group()))) for m in full.finditer(text)
     ]
     assert list(runs(text)) == expected
+
+
+def test_a_thank_you_is_no_question() -> None:
+    from sagemem.tokenize import acknowledges
+
+    for message in ("thanks, that worked!", "ok great, that fixed it", "Perfect, works now", "Thanks!"):
+        assert acknowledges(message), message
+    for message in (
+        "thanks — how do we deploy to production?",
+        "ok, deploy to production",
+        "great, now the rollback",  # one content word, and not an outcome: a request
+        "thanks, that worked? not sure",
+        "nice work on the migration",
+        "work hours",
+        "谢谢",  # Chinese thanks are stop words already
+    ):
+        assert not acknowledges(message), message
