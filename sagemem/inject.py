@@ -335,7 +335,7 @@ class _Plan:
         ]
         # The rules for saving: once a session (again after a compaction), whenever the start
         # event comes; dsh runs it detached, so the first prompt's hook may have come first.
-        rules_key = hashlib.sha256(self.rules.encode("utf-8")).hexdigest()[:16] if self.rules else ""
+        rules_key = "rules" if self.rules else ""  # once a session, whatever its text has become
         rules = self.rules if self.rules and not stateless and rules_key not in ledger.cards else ""
         # The framing (intro, discipline, fence, status) is paid once per injection; sized here
         # with the longest status line it can have.

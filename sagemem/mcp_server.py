@@ -78,11 +78,11 @@ def build(memories: MemorySet | MemoryStore) -> Any:
 
     @server.tool(
         description=_doc(
-            """Find the memory snippets for a question, across every scope, best first: the
-            file, the line range, the snippet text, the memory's version and its score.
-            Weak matches come back too; `strong` is true for those relevant enough that
-            sagemem would have shown them unasked. Judge the others by their text. Empty
-            when no memory shares a word with the question."""
+            """Find the memory snippets for a question, across every scope: first those
+            relevant enough that sagemem shows such snippets unasked (`strong`), then weaker
+            matches, to judge by their text; each with the file, the line range, the snippet
+            text, the memory's version and its score. Empty when no memory shares a word
+            with the question."""
         )
     )
     def memory_search(

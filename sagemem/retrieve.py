@@ -54,7 +54,7 @@ class Hit(NamedTuple):
     entry: Entry
     first: bool = True  # the memory's best paragraph (else a further one)
     scope: str = ""  # the scope it is in, when there are several (`file` then says it too)
-    strong: bool = True  # passes the injection's gates (a pull search also returns weaker hits)
+    strong: bool = True  # passes the injection's gates and cut (a pull search also returns weaker hits)
 
     @property
     def description(self) -> str:
@@ -205,9 +205,11 @@ def pull(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | None
         min_query_chars=1,
     )
     found = search(corpus, query, lenient)
+    # What passes the injection's gates first, in its order, then the weaker matches: a
+    # search asked for never gives less of the relevant text than the injection would.
     strong = {(h.file, h.start, h.end) for h in strict.ranked}
-    ranked = tuple(h._replace(strong=(h.file, h.start, h.end) in strong) for h in found.ranked)
-    return found._replace(ranked=ranked)
+    weak = tuple(h._replace(strong=False) for h in found.ranked if (h.file, h.start, h.end) not in strong)
+    return found._replace(ranked=strict.ranked + weak)
 
 
 def _together(indexes: list[Index]) -> list[Index]:

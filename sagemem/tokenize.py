@@ -7,20 +7,19 @@ engines do (`deployment`, `deployed`, `deploying` -> `deploy`). Stop words and o
 words are dropped.
 
 Chinese: memories are segmented by jieba in search mode (the dictionary words inside a long
-word are tokens too); words of two or more characters are kept, and so is every character of
-the content (stop words and particles taken out), since many plain nouns are one character
-and jieba may join one to its neighbour (`猫叫` in `我的猫叫芝麻`). Queries are *not* given
-to jieba, whose dictionary takes over a second to load: each Chinese run of a query is
-matched against the vocabulary of the memories themselves, taking every substring that is a
-known token. This can differ from how jieba would cut the query, but only in ways that
-cannot add a false match: a query word that no memory contains cannot match anything either
-way. Its characters are kept as unknown terms (in pairs), so the relevance gate still counts
-them; a single character left between known words and stop words counts only as the
-memories' one-character word.
+word are tokens too); words of two or more characters are kept, and a lone character only
+when it stands alone between non-Chinese text. Queries are *not* given to jieba, whose
+dictionary takes over a second to load: each Chinese run of a query is matched against the
+vocabulary of the memories themselves, taking every substring that is a known token. This can
+differ from how jieba would cut the query, but only in ways that cannot add a false match: a
+query word that no memory contains cannot match anything either way. Its characters are kept
+as unknown terms (in pairs), so the relevance gate still counts them; a single character
+left between known words and stop words counts as nothing.
 """
 
 from __future__ import annotations
 
+import _thread
 import functools
 import re
 import unicodedata
@@ -61,7 +60,7 @@ STOP_ZH = frozenset(
     这个 那个 这些 那些 这里 那里 这样 那样 一个 一些 一下 一点 可以 可能 应该 需要 没有 不是 就是
     还是 但是 因为 所以 如果 然后 而且 或者 已经 现在 时候 知道 觉得 请问 帮我 告诉 一般 还有 以及
     是否 是不是 有没有 能不能 可不可以 的话 之后 之前 以后 以前 关于 对于 这么 那么 多少 几个
-    由谁 是谁 多大 多久 多长 多远 多高 哪一 哪年 哪天 何时 何地 什么样 哪种 怎么办 有哪些 是什么 叫什么
+    由谁 是谁 多大 多久 多长 多远 多高 哪一 哪年 哪天 何时 何地 什么样 哪种 怎么办 有哪些 是什么
     为了 通过 进行 其中 之一 主要 一种 一起 这种 那种
     确认 核实 依据 理由 出处 对吧 对吗 是吗 没错 确定
     你好 您好 大家好 谢谢 多谢 好的 好吧 再见 拜拜 哈哈 嗯嗯 晚安 早安 早上好 晚上好""".split()
@@ -76,7 +75,8 @@ STOP_ZH_CHARS = frozenset(
 # A message that only acknowledges ("thanks, that worked!", "ok great, fixed it") is no
 # question: words of thanks or assent, and words of an outcome, nothing else.
 _THANKS = frozenset("thanks thank thx ty ok okay great nice cool perfect awesome brilliant".split())
-_FILLERS = frozenset("lot much again really".split())
+# What may stand beside them: no negation, no question word ("ok, it did not work" asks).
+_FILLERS = frozenset("that it this is was now all just so very really a lot much again s".split())
 _OUTCOMES = frozenset("work worked works working fixed fixes helped helps solved resolved did".split())
 
 
@@ -89,8 +89,7 @@ def acknowledges(text: str) -> bool:
     words = [piece for piece, _, _, _ in runs(folded)]
     if not any(word in _THANKS for word in words):
         return False
-    allowed = STOP_EN | _THANKS | _OUTCOMES | _FILLERS
-    return all(word in allowed for word in words)
+    return all(word in _THANKS or word in _OUTCOMES or word in _FILLERS for word in words)
 
 
 def normalize(text: str) -> str:
@@ -108,11 +107,12 @@ def stem(word: str) -> str:
 @functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     global _stemmer
-    if _stemmer is None:  # PyStemmer, Snowball's C build: about 1 ms to load
-        import Stemmer
+    with _stemmer_lock:  # a Stemmer must not be called from two threads at once (the UI's)
+        if _stemmer is None:  # PyStemmer, Snowball's C build: about 1 ms to load
+            import Stemmer
 
-        _stemmer = Stemmer.Stemmer("english")
-    return _stemmer.stemWord(word)
+            _stemmer = Stemmer.Stemmer("english")
+        return _stemmer.stemWord(word)
 
 
 def latin_tokens(piece: str) -> list[str]:
@@ -169,10 +169,9 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
     tokens: list[str] = []
     previous: tuple[str, int, list[str]] | None = None  # a plain word, where it ended, its tokens
     folded = normalize(text)
-    lone: list[str] = []  # one-character words, used when the query holds nothing stronger
     for piece, start, end, chinese in runs(folded):
         if chinese:
-            tokens += _match_known(piece, vocabulary, lone)
+            tokens += _match_known(piece, vocabulary)
             previous = None
             continue
         own = latin_tokens(piece)
@@ -192,8 +191,6 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
                 continue
         tokens += own
         previous = (piece, end, own) if plain else None
-    if lone and not any(token in vocabulary for token in tokens):
-        tokens += lone  # `猫` in `我的猫叫什么`: all the question has that a memory holds
     return tokens
 
 
@@ -203,30 +200,18 @@ def has_cjk(text: str) -> bool:
 
 def _segment(run: str, head: str) -> list[str]:
     """jieba's words of two or more characters in `head` (the run, or as much of it as jieba
-    is given), then every character of the run's content and every pair (stop words taken
-    out). The pairs keep names and terms that jieba cuts into single characters findable;
-    the characters keep one-character words findable (猫, 茶, 狗: many plain nouns), whatever
-    word jieba made of them here (`猫叫` in `我的猫叫芝麻`)."""
+    is given), then every character pair of the run's content (stop words taken out): the
+    pairs keep names and terms that jieba cuts into single characters findable."""
     if len(run) == 1:
         return [] if run in STOP_ZH_CHARS else [run]
     words = [w for w in _jieba().cut_for_search(head) if len(w) > 1 and w not in STOP_ZH] if head else []
-    content = _content(run)
-    return (
-        words
-        + [c for part in content for c in part if _single(c)]
-        + [p for part in content for p in _pairs(part)]
-    )
+    return words + [p for part in _content(run) for p in _pairs(part)]
 
 
-def _single(char: str) -> bool:
-    """Whether one Chinese character may be a term on its own: not a stop word or particle."""
-    return char not in STOP_ZH_CHARS and char not in PARTICLES and _chinese().fullmatch(char) is not None
-
-
-def _match_known(run: str, vocabulary: Container[str], lone: list[str]) -> list[str]:
+def _match_known(run: str, vocabulary: Container[str]) -> list[str]:
     """The known words of a Chinese run of a query, then what no known word covers, in pairs,
-    as unknown terms. A character left alone between known words and stop words is a weak
-    signal: it goes to `lone` if the memories hold it as a word of their own, else nowhere."""
+    as unknown terms; a single character left between known words and stop words is too
+    weak a signal to count either way."""
     if len(run) == 1:
         return [] if run in STOP_ZH_CHARS else [run]
     found: list[str] = []
@@ -239,10 +224,7 @@ def _match_known(run: str, vocabulary: Container[str], lone: list[str]) -> list[
                     covered[start:end] = [True] * (end - start)
         uncovered = "".join(c if not done else " " for c, done in zip(part, covered, strict=True))
         for stretch in uncovered.split():
-            left = "".join(c for c in stretch if c not in PARTICLES and c not in STOP_ZH_CHARS)
-            if len(left) == 1:
-                lone += [left] if left in vocabulary else []
-            else:
+            if len([c for c in stretch if c not in PARTICLES and c not in STOP_ZH_CHARS]) > 1:
                 found += stretch_pairs(stretch)
     return found
 
@@ -267,6 +249,7 @@ def stretch_pairs(stretch: str) -> list[str]:
 
 
 _stemmer: Any = None
+_stemmer_lock = _thread.allocate_lock()  # `threading` costs the hook 1 ms to import
 _stop_split: re.Pattern[str] | None = None
 _chinese_run: re.Pattern[str] | None = None
 

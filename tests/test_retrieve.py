@@ -185,3 +185,17 @@ def test_the_search_command_and_the_mcp_tool_are_pull_searches(dance: MemoryStor
         check=True,
     )
     assert shown.stdout == ""
+
+
+def test_a_search_asked_for_gives_all_the_injection_would_and_first(dance: MemoryStore) -> None:
+    from sagemem.retrieve import pull, search
+
+    queries = ["when does the studio lease start and what is the rent?", "salsa teacher classes", "judges"]
+    with dance.corpus() as corpus:
+        for query in queries:
+            pushed = search(corpus, query).hits
+            pulled = pull(corpus, query).hits
+            assert pulled[: len(pushed)] == tuple(h._replace(strong=True) for h in pushed), query
+            assert all(h.strong for h in pulled[: len(pushed)]) and not any(
+                h.strong for h in pulled[len(pushed) :]
+            )
