@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -58,13 +59,14 @@ def claude_auto_memory(
     env: Mapping[str, str],
     *,
     replaced: Mapping[Path, Mapping[str, object]] | None = None,
+    policy: Path | None = None,
 ) -> tuple[bool, str]:
     """Whether Claude Code's auto memory is on for a session in `cwd`, and what says so:
     `CLAUDE_CODE_DISABLE_AUTO_MEMORY` (truthy: off; explicitly falsy: on), `--bare`
     (`CLAUDE_CODE_SIMPLE`), else `autoMemoryEnabled` in the settings (user, then the
-    project's shared and local files; the later wins), else on. `replaced` gives settings
-    files' contents to use instead of what is on disk: a file as `install` is about to write
-    it (or, in a dry run, would)."""
+    project's shared and local files, then the managed policy `policy`; the later wins),
+    else on. `replaced` gives settings files' contents to use instead of what is on disk: a
+    file as `install` is about to write it (or, in a dry run, would)."""
     given = env.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY")
     if given is not None and given.strip().lower() in _TRUE:
         return False, f"CLAUDE_CODE_DISABLE_AUTO_MEMORY={given.strip()}"
@@ -76,6 +78,7 @@ def claude_auto_memory(
     value, source = True, ""
     layers = [claude_home(home, env) / "settings.json"]
     layers += [root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"]
+    layers += [policy or claude_policy()]
     for path in layers:
         settings = replaced[path] if replaced and path in replaced else read_json(path)
         setting = settings.get("autoMemoryEnabled")
@@ -125,3 +128,13 @@ def same_folder(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def claude_policy() -> Path:
+    """Claude Code's managed settings file, which wins over every other."""
+    if sys.platform == "darwin":
+        return Path("/Library/Application Support/ClaudeCode/managed-settings.json")
+    if os.name == "nt":
+        programs = os.environ.get("ProgramFiles", r"C:\Program Files")
+        return Path(programs, "ClaudeCode", "managed-settings.json")
+    return Path("/etc/claude-code/managed-settings.json")

@@ -362,3 +362,15 @@ def test_conflicts_of_every_scope_are_listed_shown_and_resolved(project: Path) -
     assert cli(project, "conflicts", "show", cid).returncode == 0
     done = cli(project, "conflicts", "resolve", cid, "--keep", "disk")
     assert done.returncode == 0 and "user:user_pnpm.md" in done.stdout
+
+
+def test_claude_codes_managed_policy_decides_its_auto_memory_last(tmp_path: Path) -> None:
+    from sagemem.native import claude_auto_memory
+
+    project, home, policy = tmp_path / "proj", tmp_path / "home", tmp_path / "managed-settings.json"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryEnabled": True}))
+    assert claude_auto_memory(project, home, {}, policy=policy)[0] is True  # no policy file
+    policy.write_text(json.dumps({"autoMemoryEnabled": False}))
+    on, why = claude_auto_memory(project, home, {}, policy=policy)
+    assert on is False and str(policy) in why

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..install import claude_dir, claude_json
+from ..native import claude_auto_memory as native_auto_memory
 from ..native import claude_slug, git_main_root
 from .findings import Finding, info, problem
 from .places import Places
@@ -107,19 +108,8 @@ def claude_auto_memory(places: Places) -> Finding:
 
 
 def _auto_memory_on(places: Places) -> tuple[bool, str]:
-    given = places.env.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY")
-    if given is not None and given.strip().lower() in _TRUE:
-        return False, f"CLAUDE_CODE_DISABLE_AUTO_MEMORY={given.strip()}"
-    if given is not None and given.strip().lower() in _FALSE:
-        return True, f"CLAUDE_CODE_DISABLE_AUTO_MEMORY={given.strip()} turns it on"
-    if places.env.get("CLAUDE_CODE_SIMPLE"):
-        return False, "CLAUDE_CODE_SIMPLE is set"
-    value, source = True, None
-    for path in _claude_layers(places):
-        setting = read_quietly(path).get("autoMemoryEnabled")
-        if isinstance(setting, bool):
-            value, source = setting, path
-    return value, f"autoMemoryEnabled is {str(value).lower()} in {source}" if source else "the default"
+    """The rule the hooks and `path` use (`native.claude_auto_memory`), with doctor's places."""
+    return native_auto_memory(places.cwd, places.home, places.env, policy=places.claude_policy)
 
 
 def claude_memory_dir(places: Places) -> Path:

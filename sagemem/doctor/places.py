@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..native import claude_policy
 from ..native import git_main_root as git_main_root  # shared with the library's scopes
 from ..native import git_root as git_root
 
@@ -34,9 +35,7 @@ class Places:
     cwd: Path
     home: Path
     env: Mapping[str, str]
-    claude_policy: Path = field(
-        default_factory=lambda: _system_file("ClaudeCode", "claude-code", "managed-settings.json")
-    )
+    claude_policy: Path = field(default_factory=claude_policy)
     gemini_system: Path = field(
         default_factory=lambda: _system_file("GeminiCli", "gemini-cli", "settings.json")
     )
