@@ -80,14 +80,25 @@ _FILLERS = frozenset("that it this is was now all just so very really a lot much
 _OUTCOMES = frozenset("work worked works working fixed fixes helped helps solved resolved did".split())
 
 
+# The same in Chinese: thanks, then an outcome, then particles (谢谢，问题解决了！).
+_THANKS_ZH = ("谢谢", "多谢", "感谢", "好的", "太好了", "完美", "搞定")
+_OUTCOMES_ZH = ("问题解决", "解决", "可以了", "好了", "成功", "能用了", "没问题")
+
+
 def acknowledges(text: str) -> bool:
     """Whether `text` only thanks or assents, with at most words of an outcome (`worked`,
-    `fixed`) besides: the prompt hook gives it nothing, however many memories say `work`."""
+    `fixed`, `解决了`) besides: the prompt hook gives it nothing, however many memories say
+    `work` or `问题`."""
     folded = normalize(text)
-    if "?" in folded or "？" in folded or has_cjk(folded):
+    if "?" in folded or "？" in folded:
         return False
-    words = [piece for piece, _, _, _ in runs(folded)]
-    if not any(word in _THANKS for word in words):
+    words = [piece for piece, _, _, chinese in runs(folded) if not chinese]
+    chinese = "".join(piece for piece, _, _, zh in runs(folded) if zh)
+    if not any(word in _THANKS for word in words) and not any(w in chinese for w in _THANKS_ZH):
+        return False
+    for word in sorted(_THANKS_ZH + _OUTCOMES_ZH, key=len, reverse=True):
+        chinese = chinese.replace(word, "")
+    if any(char not in PARTICLES for char in chinese):
         return False
     return all(word in _THANKS or word in _OUTCOMES or word in _FILLERS for word in words)
 

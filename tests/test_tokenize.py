@@ -92,7 +92,14 @@ def test_runs_cut_text_exactly_as_the_full_pattern_does(text: str) -> None:
 def test_a_thank_you_is_no_question() -> None:
     from sagemem.tokenize import acknowledges
 
-    for message in ("thanks, that worked!", "ok great, fixed it", "Perfect, works now", "thanks, that's it"):
+    for message in (
+        "thanks, that worked!",
+        "ok great, fixed it",
+        "Perfect, works now",
+        "thanks, that's it",
+        "谢谢，问题解决了！",
+        "搞定了，多谢",
+    ):
         assert acknowledges(message), message
     for message in (
         "thanks — how do we deploy to production?",
@@ -101,7 +108,9 @@ def test_a_thank_you_is_no_question() -> None:
         "thanks, that worked? not sure",
         "nice work on the migration",
         "work hours",
-        "谢谢",  # Chinese thanks are stop words already
+        "谢谢，但是还是不行",  # still broken: a report
+        "谢谢，那部署流程呢",  # a new question
+        "问题解决了",  # no thanks: a statement that may want its memory
         "ok, it did not work",  # a negation, or a question word, makes it a report or a question
         "thanks, but it is not working",
         "great, who fixed it",
