@@ -15,7 +15,7 @@ A snippet scores its memory's description coverage plus its paragraph's coverage
 memory's best paragraph is placed before any memory's second one, so a long memory cannot
 crowd out short ones; the second ones only fill places left over. Snippets far below the
 best one (`cut`) and those past `limit` are held back, not dropped: the injection reports
-them. Ties break by file name, then line, so results are deterministic.
+them. Ties break by file name, then scope, then line, so results are deterministic.
 
 Several memory directories (scopes: the project's, the user's, a harness's own) are ranked
 as one collection: each keeps its own index, but BM25's statistics (the number of
@@ -143,7 +143,7 @@ def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | No
     if len(admitted) > settings.candidates:  # names break ties, so keep every tie at the edge
         edge = admitted[settings.candidates - 1][0]
         admitted = [a for a in admitted if a[0] >= edge]
-    admitted.sort(key=lambda a: (-a[0], *_name_key(named(a[2], entry(a[2])))))
+    admitted.sort(key=lambda a: (-a[0], *_name_key(entry(a[2]).file), shelves[a[2][0]].scope))
     chosen = {key: share for _, share, key in admitted[: settings.candidates]}
 
     # Stage 2: the paragraphs of the chosen memories, and of all others behind a stricter
@@ -238,5 +238,7 @@ def _name_key(name: str) -> tuple[str, str]:
     return name_key(name), name
 
 
-def _order(hit: Hit) -> tuple[float, str, str, int]:
-    return (-hit.score, name_key(hit.file), hit.file, hit.start)
+def _order(hit: Hit) -> tuple[float, str, str, str, int]:
+    """Best first; ties by the file's own name, then its scope: the same order however the
+    memories are dealt into scopes."""
+    return (-hit.score, name_key(hit.entry.file), hit.entry.file, hit.scope, hit.start)

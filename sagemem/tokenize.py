@@ -92,8 +92,9 @@ def acknowledges(text: str) -> bool:
     folded = normalize(text)
     if "?" in folded or "？" in folded:
         return False
-    words = [piece for piece, _, _, chinese in runs(folded) if not chinese]
-    chinese = "".join(piece for piece, _, _, zh in runs(folded) if zh)
+    pieces = list(runs(folded))
+    words = [piece for piece, _, _, zh in pieces if not zh]
+    chinese = "".join(piece for piece, _, _, zh in pieces if zh)
     if not any(word in _THANKS for word in words) and not any(w in chinese for w in _THANKS_ZH):
         return False
     for word in sorted(_THANKS_ZH + _OUTCOMES_ZH, key=len, reverse=True):

@@ -164,7 +164,7 @@ def test_a_search_asked_for_returns_weak_matches_marked_as_such(dance: MemorySto
     assert nothing == ()  # no shared word: nothing, even asked
 
 
-def test_the_search_command_and_the_mcp_tool_are_pull_searches(dance: MemoryStore) -> None:
+def test_the_search_command_is_a_pull_search(dance: MemoryStore) -> None:
     import json
     import subprocess
     import sys

@@ -242,11 +242,9 @@ def test_two_scopes_cost_the_eval_set_nothing(tmp_path: Path) -> None:
     base = evaluate(ROOT / "fixtures" / "eval", Settings()).summary()
     for count in (2, 3):
         split = evaluate(ROOT / "fixtures" / "eval", Settings(), scopes=count).summary()
-        # Scores are the same (a property test checks it); only ties at the limit may break
-        # another way, by the scope-qualified names: a query or two of 369.
-        assert abs(split["recall_at_5"] - base["recall_at_5"]) <= 0.01
+        assert split["recall_at_5"] == base["recall_at_5"]
         assert split["false_injection"] == base["false_injection"]
-        assert abs(split["evidence_at_5"] - base["evidence_at_5"]) <= 0.01
+        assert split["evidence_at_5"] == base["evidence_at_5"]
 
 
 def test_an_explicit_directory_is_one_scope_with_plain_names(tmp_path: Path) -> None:
