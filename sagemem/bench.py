@@ -212,6 +212,7 @@ def run(
 def _in_process(folders: list[Path], queries: list[str], repeat: int) -> Timing:
     """Search on open indexes, each query once as a fresh call: its terms are fetched from
     the index, not from what an earlier query left in memory."""
+    from . import lexicon
     from .config import Settings
     from .corpus import load
     from .retrieve import Shelf, search
@@ -222,7 +223,8 @@ def _in_process(folders: list[Path], queries: list[str], repeat: int) -> Timing:
         corpora = [load(f, f / ".sagemem") for f in folders]
         shelves = [Shelf(f"s{n}" if len(folders) > 1 else "", c) for n, c in enumerate(corpora)]
         started = time.perf_counter()
-        search(shelves, queries[i % len(queries)], settings)
+        with lexicon.opened() as words:
+            search(shelves, queries[i % len(queries)], settings, words)
         times.append(time.perf_counter() - started)
         for corpus in corpora:
             corpus.close()

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from . import corpus as corpus_module
 from . import ledger as access
-from . import render, retrieve
+from . import lexicon, render, retrieve
 from .command import command_line
 from .config import STATE_DIR_NAME, Scope, Settings, state_places
 from .corpus import Corpus, Entry
@@ -210,6 +210,7 @@ def inject_set(
                 corpora=own,
                 max_bytes=max_bytes,
                 care=care,
+                deadline=deadline,
                 rules=rules,
             ),
             deadline=deadline,
@@ -218,7 +219,8 @@ def inject_set(
     shelves = [retrieve.Shelf(s.name if named else "", c) for s, c in zip(scopes, corpora, strict=True)]
     # A thank-you is no question: nothing is searched for it (a session's start still gets
     # its baseline).
-    result = retrieve.search(shelves, "" if acknowledges(query) else query, settings)
+    with lexicon.opened(deadline) as words:
+        result = retrieve.search(shelves, "" if acknowledges(query) else query, settings, words)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
     state_dir = scopes[0].state_dir
     plan = _Plan(scopes, shelves, result, query, settings, lang, task or settings.task or session)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus as corpus_module
-from . import retrieve
+from . import lexicon, retrieve
 from .config import Scope, Settings, locate_scopes
 from .errors import MemoryNotFound, SagememError
 from .inject import Injection, inject_set
@@ -151,7 +151,8 @@ class MemorySet:
 
         def work(corpora: list[corpus_module.Corpus]) -> retrieve.Result:
             shelves = [retrieve.Shelf(self._shelf(s), c) for s, c in zip(live, corpora, strict=True)]
-            return find(shelves, query, settings)
+            with lexicon.opened() as words:
+                return find(shelves, query, settings, words)
 
         return corpus_module.using_all([(s.memory_dir, s.state_dir) for s in live], work)
 

@@ -1,9 +1,15 @@
 """Two-stage retrieval: which memories a message is about, then which paragraph of each.
 
+A query word weighs its idf times how rare it is in the language at large (`lexicon.py`):
+`towards`, `process` or `say` weigh a fifth of a word such as `tattoo` or `Istio` with the
+same idf, whether or not some memory holds them.
+
 Stage 1 scores every memory's description fields (description, name, aliases, tags, file
 name words) with BM25 and admits those that cover enough of the query (`gate`): coverage is
-the share of the query's idf mass found in the memory, so the gate is on the query's own
-scale. At most `candidates` memories pass, best first.
+the share of the query's weight found in the memory, so the gate is on the query's own
+scale. A message with two or more informative words that no memory holds at all is about
+something else, unless a memory's description holds two of its informative words. At most
+`candidates` memories pass, best first.
 
 Stage 2 ranks the body paragraphs of the admitted memories with BM25; each memory offers its
 best paragraph first, and a memory with no matching paragraph offers its opening lines. The
@@ -27,8 +33,8 @@ more than one scope, a hit's `file` is named with its scope (`user:user_profile.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 from .bm25 import Index
 from .config import Settings
@@ -37,10 +43,23 @@ from .names import name_key
 from .tokenize import query_tokens
 
 OPENING_LINES = 6
+# A paragraph of fewer tokens than this (a sentence or two: a line of a conversation, a
+# question, a lead-in to a list) is shown with the paragraph after it, where the answer to
+# what it raises usually is (when that one is no longer than a memory's opening).
+SHORT_PARAGRAPH = 24
 # The gates of a search asked for on purpose (`pull`): a memory holding a tenth of the
 # query's weight in its description, a paragraph holding a fifth.
 PULL_GATE = 0.1
 PULL_BODY_GATE = 0.2
+# A word keeping at least this share of its idf (Zipf 4.5 or rarer: `deploy`, `tattoo`, a
+# name) says what a message is about; commoner ones (`process`, `towards`) hardly do.
+INFORMATIVE = 0.5
+
+
+class Lexicon(Protocol):
+    """What a query's words weigh in the language (`lexicon.Lexicon`); unlisted ones 1."""
+
+    def weights(self, terms: Iterable[str]) -> Mapping[str, float]: ...
 
 
 class Hit(NamedTuple):
@@ -55,6 +74,7 @@ class Hit(NamedTuple):
     first: bool = True  # the memory's best paragraph (else a further one)
     scope: str = ""  # the scope it is in, when there are several (`file` then says it too)
     strong: bool = True  # passes the injection's gates and cut (a pull search also returns weaker hits)
+    short: bool = False  # a paragraph of a sentence or two: shown with the one after it
 
     @property
     def description(self) -> str:
@@ -111,7 +131,12 @@ class _Vocabulary:
         return any(term in shelf.corpus.vocabulary for shelf in self._shelves)
 
 
-def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | None = None) -> Result:
+def search(
+    corpus: Corpus | Sequence[Shelf],
+    query: str,
+    settings: Settings | None = None,
+    lexicon: Lexicon | None = None,
+) -> Result:
     settings = settings or Settings()
     shelves = [Shelf("", corpus)] if isinstance(corpus, Corpus) else list(corpus)
     vocabulary = shelves[0].corpus.vocabulary if len(shelves) == 1 else _Vocabulary(shelves)
@@ -121,9 +146,12 @@ def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | No
         return Result((), (), terms, scanned, settings.limit)
     descriptions = _together([shelf.corpus.descriptions for shelf in shelves])
     paragraphs = _together([shelf.corpus.paragraphs for shelf in shelves])
-    described = _weights([shelf.corpus.descriptions for shelf in shelves], terms)
-    weights = _weights([shelf.corpus.paragraphs for shelf in shelves], terms)
+    general = lexicon.weights(terms) if lexicon is not None else {}
+    described = _weights([shelf.corpus.descriptions for shelf in shelves], terms, general)
+    weights = _weights([shelf.corpus.paragraphs for shelf in shelves], terms, general)
     described_mass, mass = sum(described.values()), sum(weights.values())
+    informative = {term: 1.0 for term in terms if general.get(term, 1.0) >= INFORMATIVE}
+    foreign = sum(1 for term in informative if term not in vocabulary)
 
     def entry(key: tuple[int, int]) -> Entry:
         return shelves[key[0]].corpus.entry(key[1])
@@ -135,9 +163,10 @@ def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | No
     # Stage 1: memories whose description fields cover enough of the query.
     admitted = []
     for i, index in enumerate(descriptions):
+        holding = index.scores(informative) if foreign >= 2 else {}
         for doc, (score, held, _) in index.scores(described).items():
             share = held / described_mass if described_mass else 0.0
-            if share >= settings.gate:
+            if share >= settings.gate and (foreign < 2 or holding.get(doc, (0, 0, 0))[2] >= 2):
                 admitted.append((score, share, (i, doc)))
     admitted.sort(key=lambda a: -a[0])
     if len(admitted) > settings.candidates:  # names break ties, so keep every tie at the edge
@@ -151,6 +180,7 @@ def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | No
     fallback = len("".join(query.split())) >= settings.min_query_chars
     least = min(2, len(terms))
     found: dict[tuple[int, int], list[tuple[float, int, int, float]]] = {}
+    short: set[tuple[tuple[int, int], int]] = set()  # (memory, first line) of short paragraphs
     for i, index in enumerate(paragraphs):
         corpus_i = shelves[i].corpus
         for pid, (score, held, count) in index.scores(weights).items():
@@ -158,9 +188,12 @@ def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | No
             cover = held / mass if mass else 0.0
             if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
                 found.setdefault(owner, []).append((score, corpus_i.starts[pid], corpus_i.ends[pid], cover))
+                if index.lengths[pid] < SHORT_PARAGRAPH:
+                    short.add((owner, corpus_i.starts[pid]))
 
     def hit(key: tuple[int, int], at: Entry, start: int, end: int, score: float, stage: str) -> Hit:
-        return Hit(named(key, at), start, end, score, stage, at, scope=shelves[key[0]].scope)
+        found = Hit(named(key, at), start, end, score, stage, at, scope=shelves[key[0]].scope)
+        return found._replace(short=True) if (key, start) in short else found
 
     ranked: list[list[Hit]] = []
     for key, share in chosen.items():
@@ -187,16 +220,21 @@ def search(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | No
         key=_order,
     )
     below = [h for h in firsts if h.score < settings.cut * best]
-    return Result(tuple(passing + spares), tuple(below), terms, scanned, settings.limit)
+    return Result(_widen(passing + spares), tuple(below), terms, scanned, settings.limit)
 
 
-def pull(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | None = None) -> Result:
+def pull(
+    corpus: Corpus | Sequence[Shelf],
+    query: str,
+    settings: Settings | None = None,
+    lexicon: Lexicon | None = None,
+) -> Result:
     """A search asked for on purpose (a person, or the model through MCP): the injection's
     ranking with its gates lowered, so weak matches come back too, each hit marked `strong`
     when the injection itself would give it. Injection is unasked and must stay silent on
     noise; a question asked on purpose wants candidates and their scores, to judge."""
     settings = settings or Settings()
-    strict = search(corpus, query, settings)
+    strict = search(corpus, query, settings, lexicon)
     lenient = settings._replace(
         gate=min(settings.gate, PULL_GATE),
         body_gate=min(settings.body_gate, PULL_BODY_GATE),
@@ -204,12 +242,32 @@ def pull(corpus: Corpus | Sequence[Shelf], query: str, settings: Settings | None
         candidates=max(settings.candidates, settings.limit),
         min_query_chars=1,
     )
-    found = search(corpus, query, lenient)
+    found = search(corpus, query, lenient, lexicon)
+
     # What passes the injection's gates first, in its order, then the weaker matches: a
     # search asked for never gives less of the relevant text than the injection would.
-    strong = {(h.file, h.start, h.end) for h in strict.ranked}
-    weak = tuple(h._replace(strong=False) for h in found.ranked if (h.file, h.start, h.end) not in strong)
+    def shown(hit: Hit) -> bool:
+        return any(s.file == hit.file and s.start <= hit.start <= s.end for s in strict.ranked)
+
+    weak = tuple(h._replace(strong=False) for h in found.ranked if not shown(h))
     return found._replace(ranked=strict.ranked + weak)
+
+
+def _widen(hits: list[Hit]) -> tuple[Hit, ...]:
+    """Each short paragraph with the one after it, unless that one is shown by itself."""
+    shown = {(h.file, h.start) for h in hits}
+    widened = []
+    for found in hits:
+        after = next((p for p in found.entry.paragraphs if p.start > found.end), None)
+        if (
+            found.short
+            and after
+            and after.end - after.start < OPENING_LINES
+            and (found.file, after.start) not in shown
+        ):
+            found = found._replace(end=after.end)
+        widened.append(found)
+    return tuple(widened)
 
 
 def _together(indexes: list[Index]) -> list[Index]:
@@ -222,16 +280,18 @@ def _together(indexes: list[Index]) -> list[Index]:
     return [index._replace(documents=documents, total=total) for index in indexes]
 
 
-def _weights(indexes: list[Index], terms: Sequence[str]) -> dict[str, float]:
-    """Each query term's idf over every scope (as `Index.idf`, with the counts summed)."""
+def _weights(indexes: list[Index], terms: Sequence[str], general: Mapping[str, float]) -> dict[str, float]:
+    """Each query term's idf over every scope (as `Index.idf`, with the counts summed), times
+    its weight in the language."""
     if len(indexes) == 1:
-        return indexes[0].weights(terms)
-    documents = sum(index.documents for index in indexes)
-    found = {}
-    for term in dict.fromkeys(terms):
-        n = sum(index.df(term) for index in indexes)
-        found[term] = math.log(1 + (documents - n + 0.5) / (n + 0.5))
-    return found
+        found = indexes[0].weights(terms)
+    else:
+        documents = sum(index.documents for index in indexes)
+        found = {}
+        for term in dict.fromkeys(terms):
+            n = sum(index.df(term) for index in indexes)
+            found[term] = math.log(1 + (documents - n + 0.5) / (n + 0.5))
+    return {term: idf * general.get(term, 1.0) for term, idf in found.items()}
 
 
 def _name_key(name: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import archive as archive_module
 from . import corpus as corpus_module
-from . import frontmatter, gitinfo, guard, health, index, retrieve
+from . import frontmatter, gitinfo, guard, health, index, lexicon, retrieve
 from . import inject as inject_module
 from . import ledger as ledger_module
 from . import snapshot as snapshot_module
@@ -761,16 +761,17 @@ class MemoryStore:
         settings = self.settings()
         if limit is not None:
             settings = settings._replace(limit=max(1, limit))
-        if corpus is not None:
-            return retrieve.search(corpus, query, settings)
-        self._require()
-        # Results carry their entries: nothing reads the corpus once the search is done.
-        return corpus_module.using(
-            self.memory_dir,
-            self.state_dir,
-            lambda own: retrieve.search(own, query, settings),
-            progress=self.progress,
-        )
+        with lexicon.opened() as words:
+            if corpus is not None:
+                return retrieve.search(corpus, query, settings, words)
+            self._require()
+            # Results carry their entries: nothing reads the corpus once the search is done.
+            return corpus_module.using(
+                self.memory_dir,
+                self.state_dir,
+                lambda own: retrieve.search(own, query, settings, words),
+                progress=self.progress,
+            )
 
     def inject(
         self,

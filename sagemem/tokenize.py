@@ -116,6 +116,17 @@ def stem(word: str) -> str:
     return _stem(word)
 
 
+def stems(words: list[str]) -> list[str]:
+    """`stem` of each word, in one call to the stemmer (for lists of many thousand words)."""
+    plain = [i for i, w in enumerate(words) if len(w) > 3 and w.isalpha() and w.isascii()]
+    _stem("warm")  # loads the stemmer
+    found = list(words)
+    with _stemmer_lock:
+        for i, term in zip(plain, _stemmer.stemWords([words[i] for i in plain]), strict=True):
+            found[i] = term
+    return found
+
+
 @functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     global _stemmer
@@ -204,6 +215,11 @@ def query_tokens(text: str, vocabulary: Container[str]) -> list[str]:
         tokens += own
         previous = (piece, end, own) if plain else None
     return tokens
+
+
+def is_chinese(word: str) -> bool:
+    """Whether `word` is Chinese characters only."""
+    return bool(word) and not word.isascii() and _chinese().fullmatch(word) is not None
 
 
 def has_cjk(text: str) -> bool:

@@ -5,13 +5,22 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore
+from sagemem import MemoryStore, lexicon
+
+
+@pytest.fixture(scope="session")
+def lexicon_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The word-frequency lexicon, built once for the whole run (about a second)."""
+    folder = tmp_path_factory.mktemp("lexicon")
+    assert lexicon.build(folder / lexicon.NAME)
+    return folder
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lexicon_dir: Path) -> None:
     """No test sees the developer's memory or settings: no SAGEMEM_* or SAGE_MEM_* variables,
-    HOME and the cache dir in a temp dir."""
+    HOME and the cache dir in a temp dir. Every test shares one lexicon (`SAGEMEM_LEXICON`),
+    as a machine does."""
     for name in list(os.environ):
         if name.startswith(("SAGEMEM_", "SAGE_MEM_")):
             monkeypatch.delenv(name)
@@ -19,6 +28,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("SAGEMEM_LEXICON", str(lexicon_dir))
 
 
 @pytest.fixture

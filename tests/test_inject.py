@@ -29,6 +29,14 @@ def snippet_headers(text: str) -> list[str]:
     return re.findall(r"^### (\S+?:\d+-\d+)", text, re.M)
 
 
+def shown_lines(text: str) -> set[tuple[str, int]]:
+    """Every (file, line) the snippets of an injection show."""
+    found = set()
+    for file, start, end in re.findall(r"^### (\S+?):(\d+)-(\d+)", text, re.M):
+        found |= {(file, line) for line in range(int(start), int(end) + 1)}
+    return found
+
+
 def test_injection_layout(dance: MemoryStore) -> None:
     text = dance.inject(QUERY).text
     intro, discipline, rest = text.split("\n\n", 2)
@@ -126,9 +134,9 @@ def test_asking_why_gives_the_evidence_again(dance: MemoryStore) -> None:
     first = dance.inject("周一晚上可以排舞蹈课吗", session="s")
     assert dance.inject("周一晚上舞蹈课", session="s").text == ""
     why = dance.inject("为什么周一晚上不排舞蹈课", session="s")
-    assert set(snippet_headers(why.text)) & set(snippet_headers(first.text))  # the evidence, again
+    assert shown_lines(why.text) & shown_lines(first.text)  # the evidence, again
     confirm = dance.inject("确认一下：周一晚上不排舞蹈课", session="s")  # intent words are not terms
-    assert set(snippet_headers(confirm.text)) & set(snippet_headers(first.text))
+    assert shown_lines(confirm.text) & shown_lines(first.text)
 
 
 def test_baseline_first_then_again_after_reset(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore
+from sagemem import MemoryStore, retrieve
 from sagemem.corpus import split_paragraphs
 
 from .memories import DANCE, make
@@ -120,7 +120,9 @@ def test_the_gate_keeps_out_messages_that_share_a_word(
     assert dance.search(query).hits == ()
     monkeypatch.setenv("SAGEMEM_GATE", "0")
     monkeypatch.setenv("SAGEMEM_BODY_GATE", "0")
-    assert dance.search(query).hits  # the same message gets through without the gate
+    assert dance.search(query).hits == ()  # its informative words no memory holds keep it out too
+    monkeypatch.setattr(retrieve, "INFORMATIVE", 2.0)  # no word informative: that rule is off
+    assert dance.search(query).hits  # the same message gets through without the gates
 
 
 def test_a_same_size_edit_with_the_mtime_put_back_is_seen(dance: MemoryStore) -> None:
@@ -199,3 +201,50 @@ def test_a_search_asked_for_gives_all_the_injection_would_and_first(dance: Memor
             assert all(h.strong for h in pulled[: len(pushed)]) and not any(
                 h.strong for h in pulled[len(pushed) :]
             )
+
+
+CHAT = {
+    "project_chat.md": """---
+name: Chat with Gina
+description: Gina and Jon talk about dance styles and the studio
+type: project
+---
+
+Gina: Got any favourite styles?
+
+Jon: Contemporary is my top pick, so expressive.
+
+Gina: What about the studio lease downtown?
+
+Jon: Signed last week, five years.
+
+Gina: And the opening party for the studio lease?
+
+Line one of a long answer.
+Line two.
+Line three.
+Line four.
+Line five.
+Line six.
+Line seven.
+""",
+}
+
+
+def test_a_short_paragraph_comes_with_the_one_after_it(tmp_path: Path) -> None:
+    store = make(tmp_path / "mem", CHAT)
+    hit = store.search("which dance styles are Gina's favourite?").hits[0]
+    lines = (store.memory_dir / hit.file).read_text().splitlines()[hit.start - 1 : hit.end]
+    assert lines[0] == "Gina: Got any favourite styles?"
+    assert lines[-1] == "Jon: Contemporary is my top pick, so expressive."
+
+
+def test_the_next_paragraph_is_not_added_when_long_or_shown_itself(tmp_path: Path) -> None:
+    store = make(tmp_path / "mem", CHAT)
+    ranked = store.search("the studio lease downtown and the opening party").ranked
+    text = (store.memory_dir / "project_chat.md").read_text().splitlines()
+    shown = [text[h.start - 1 : h.end] for h in ranked]
+    party = next(s for s in shown if s[0].startswith("Gina: And the opening party"))
+    assert party == ["Gina: And the opening party for the studio lease?"]  # the next is 7 lines
+    flat = [line for s in shown for line in s]
+    assert len(flat) == len(set(flat))  # no line twice

@@ -93,6 +93,11 @@ def install(
             "--memory is about one project's memories: use it with the project scope (the default)"
         )
     outcome = _apply(harness, scope, profile, bridge, add=True, dry_run=dry_run, memory=memory, into=ctx.only)
+    if not dry_run:
+        from .. import lexicon
+
+        with lexicon.opened():  # built now, so the harness's first prompt need not build it
+            pass
     _report(outcome, as_json)
 
 

@@ -1,0 +1,164 @@
+"""How common a word is in the language at large: what a query word weighs beside its idf.
+
+A directory's own statistics cannot tell `process` from `Istio` when neither is in any
+memory, nor `towards` from `tattoo` when each is in one: idf gives them the same weight. The
+language can. `wordfreq` (its word lists: CC BY-SA 4.0, read from the installed package,
+never shipped with sagemem) gives each English and Chinese word its Zipf frequency, the
+base-10 log of its occurrences per billion words. A query word's weight is its idf times
+
+    (6 - Zipf) / 3, between 0.2 and 1: 1 for a word at most as common as once per million
+    words (Zipf 3, or not listed at all), about 0.6 for `deploy` or `tattoo` (Zipf 4.1),
+    0.5 at Zipf 4.5, a quarter for `process` (5.3), and 0.2 from Zipf 5.4 (`say`) on.
+
+Importing wordfreq and reading its lists takes most of a second, too slow for a prompt hook,
+so they are read once into a small SQLite file (`lexicon-v1.sqlite` in the user's cache
+dir): every English word by its Snowball stem, as the index holds it, at the frequency of
+the commonest word with that stem; every Chinese word as it is; only words common enough to
+weigh less than 1. A query then costs one lookup of its own terms. Without the file, or
+without wordfreq, every word weighs 1, as if rare: the hook builds the
+file only when the call has time for it (`current`); other commands do it anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .config import lexicon_folders
+from .errors import SagememError
+from .files import safe_folder
+from .tokenize import is_chinese, normalize, stems
+
+FORMAT = 1
+NAME = f"lexicon-v{FORMAT}.sqlite"  # config.lexicon_folders looks for it by this name
+FULL = 3.0  # a word at most this common (Zipf) keeps its idf whole
+COMMON = 6.0  # where the line from 1 at FULL reaches 0
+LEAST = 0.2  # no word weighs less
+MAX_BYTES = 64 * 1024 * 1024  # far above the ~3 MB it grows to: a larger file is not read
+MAX_TERMS = 900  # SQLite's limit on parameters is 999
+BUILD_SECONDS = 3.0  # what a build may take on a slow machine (about 1.5 s on a fast one)
+
+
+def weight(zipf: float) -> float:
+    """The share of its idf a word keeps, from its Zipf frequency."""
+    return min(1.0, max(LEAST, (COMMON - zipf) / (COMMON - FULL)))
+
+
+class Lexicon:
+    """An open lexicon file: `weights(terms)` for the terms of one query."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def weights(self, terms: Iterable[str]) -> dict[str, float]:
+        """Each listed term's weight; a term not listed weighs 1 (rare, or no word at all)."""
+        wanted = list(dict.fromkeys(terms))[:MAX_TERMS]
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = self._conn.execute(f"SELECT term, zipf FROM words WHERE term IN ({marks})", wanted)  # noqa: S608
+        return {term: weight(zipf / 100) for term, zipf in rows if isinstance(zipf, int)}
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def load(path: Path) -> Lexicon | None:
+    """The lexicon at `path`, read-only; None when it is missing, not a regular file, too
+    large or not one sagemem wrote (the caller goes on without it)."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+            return None
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    except (OSError, ValueError, sqlite3.Error):
+        return None
+    try:
+        conn.execute("PRAGMA trusted_schema=OFF")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        if row is None or row[0] != FORMAT:
+            conn.close()
+            return None
+    except sqlite3.Error:
+        conn.close()
+        return None
+    return Lexicon(conn)
+
+
+@contextlib.contextmanager
+def opened(deadline: float | None = None) -> Iterator[Lexicon | None]:
+    """`current`, closed again after the block."""
+    found = current(deadline)
+    try:
+        yield found
+    finally:
+        if found is not None:
+            found.close()
+
+
+def current(deadline: float | None = None) -> Lexicon | None:
+    """The lexicon of this machine (`config.lexicon_folders`), built if there is none and the
+    call has time for it: no `deadline` (a `time.monotonic()` value), or BUILD_SECONDS left
+    before it. None without one (every word then weighs 1)."""
+    folders = lexicon_folders()
+    for folder in folders:
+        found = load(folder / NAME)
+        if found is not None:
+            return found
+    if deadline is not None and deadline - time.monotonic() < BUILD_SECONDS:
+        return None  # the prompt hook: the next call builds it
+    for folder in folders:
+        if build(folder / NAME):
+            return load(folder / NAME)
+    return None
+
+
+def build(path: Path) -> bool:
+    """Read wordfreq's English and Chinese lists into a new lexicon at `path`, written under
+    another name and renamed into place, so a reader never sees half of one. False when
+    wordfreq is not installed or the folder cannot be written."""
+    try:
+        folder = safe_folder(path.parent)
+    except (OSError, ValueError, SagememError):
+        return False
+    if not os.access(folder, os.W_OK):
+        return False
+    try:
+        import wordfreq
+    except ImportError:
+        return False
+    rows = _rows(wordfreq.get_frequency_dict("en"), wordfreq.get_frequency_dict("zh"))
+    partial = folder / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        with contextlib.closing(sqlite3.connect(partial)) as conn:
+            conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID")
+            conn.execute("CREATE TABLE words(term TEXT PRIMARY KEY, zipf INTEGER NOT NULL) WITHOUT ROWID")
+            conn.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+            conn.executemany("INSERT INTO words VALUES (?, ?)", sorted(rows.items()))
+            conn.commit()
+        os.replace(partial, folder / path.name)
+    except (OSError, sqlite3.Error):
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        return False
+    return True
+
+
+def _rows(english: dict[str, float], chinese: dict[str, float]) -> dict[str, int]:
+    """Term -> Zipf frequency x 100, for the terms common enough to weigh less than 1."""
+    found: dict[str, float] = {}
+    plain = [(normalize(w), share) for w, share in english.items() if w.isascii() and w.isalpha()]
+    for term, (_, share) in zip(stems([w for w, _ in plain]), plain, strict=True):
+        found[term] = max(found.get(term, 0.0), share)
+    for word, share in chinese.items():
+        word = normalize(word)
+        if is_chinese(word):
+            found[word] = max(found.get(word, 0.0), share)
+    floor = 10 ** (FULL - 9)  # Zipf FULL as a share of all words
+    return {term: round(100 * (9 + math.log10(share))) for term, share in found.items() if share > floor}
