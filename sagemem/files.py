@@ -147,8 +147,11 @@ def safe_folder(root: Path, *parts: str, create: bool = True) -> Path:
     return path
 
 
-def write_atomic(path: Path, data: bytes, *, create_only: bool = False) -> None:
-    """Put `data` at `path` in one step. With `create_only`, fail if `path` exists."""
+def write_atomic(path: Path, data: bytes, *, create_only: bool = False, durable: bool = True) -> None:
+    """Put `data` at `path` in one step. With `create_only`, fail if `path` exists. Not
+    `durable`: no fsync, for state that may be lost in a power cut but never half written
+    (a session's ledger): the rename is still atomic, and two fsyncs cost the prompt hook
+    milliseconds on many disks."""
     try:
         mode = _mode_for(path)
         fd, temp = _temp_beside(path)
@@ -161,14 +164,16 @@ def write_atomic(path: Path, data: bytes, *, create_only: bool = False) -> None:
         with open(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.chmod(temp, mode)
         step = "replacing"
         if create_only:
             _link_new(temp, path)
         else:
             os.replace(temp, path)
-        fsync_dir(path.parent)
+        if durable:
+            fsync_dir(path.parent)
     except FileExistsError:
         raise  # create-only found the name taken: the caller's case, not a storage failure
     except OSError as exc:

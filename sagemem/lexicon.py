@@ -29,6 +29,7 @@ import stat
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 from .config import lexicon_folders
 from .errors import SagememError
@@ -76,7 +77,8 @@ def load(path: Path) -> Lexicon | None:
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
             return None
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     except (OSError, ValueError, sqlite3.Error):
         return None
     try:
@@ -106,17 +108,21 @@ def current(deadline: float | None = None) -> Lexicon | None:
     """The lexicon of this machine (`config.lexicon_folders`), built if there is none and the
     call has time for it: no `deadline` (a `time.monotonic()` value), or BUILD_SECONDS left
     before it. None without one (every word then weighs 1)."""
+    folder = where(deadline)
+    return load(folder / NAME) if folder is not None else None
+
+
+def where(deadline: float | None = None) -> Path | None:
+    """The folder holding this machine's lexicon, built there first as `current` would."""
     folders = lexicon_folders()
     for folder in folders:
         found = load(folder / NAME)
         if found is not None:
-            return found
+            found.close()
+            return folder
     if deadline is not None and deadline - time.monotonic() < BUILD_SECONDS:
         return None  # the prompt hook: the next call builds it
-    for folder in folders:
-        if build(folder / NAME):
-            return load(folder / NAME)
-    return None
+    return next((folder for folder in folders if build(folder / NAME)), None)
 
 
 def build(path: Path) -> bool:

@@ -33,14 +33,17 @@ more than one scope, a hit's `file` is named with its scope (`user:user_profile.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from .bm25 import Index
 from .config import Settings
 from .corpus import Corpus, Entry
 from .names import name_key
 from .tokenize import query_tokens
+
+if TYPE_CHECKING:
+    from .lexicon import Lexicon
 
 OPENING_LINES = 6
 # A paragraph of fewer tokens than this (a sentence or two: a line of a conversation, a
@@ -54,12 +57,6 @@ PULL_BODY_GATE = 0.2
 # A word keeping at least this share of its idf (Zipf 4.5 or rarer: `deploy`, `tattoo`, a
 # name) says what a message is about; commoner ones (`process`, `towards`) hardly do.
 INFORMATIVE = 0.5
-
-
-class Lexicon(Protocol):
-    """What a query's words weigh in the language (`lexicon.Lexicon`); unlisted ones 1."""
-
-    def weights(self, terms: Iterable[str]) -> Mapping[str, float]: ...
 
 
 class Hit(NamedTuple):

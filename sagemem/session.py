@@ -53,6 +53,9 @@ class Ledger:
         return dict(self.__dict__)
 
 
+PRUNE_EVERY_SECONDS = 3600
+
+
 def path_for(state_dir: Path, session: str) -> Path:
     key = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24]
     return state_dir / "sessions" / f"{key}.json"
@@ -70,23 +73,38 @@ def open_ledger(state_dir: Path, session: str, *, reset: bool = False) -> Iterat
         yield ledger
         fresh = not os.path.lexists(path)
         # ASCII JSON: a session id with a lone surrogate (valid JSON, not UTF-8) still saves.
-        write_atomic(path, (json.dumps(ledger.to_dict()) + "\n").encode("ascii"))
+        # Not durable: a power cut may cost the session its budget and repeats, nothing more.
+        write_atomic(path, (json.dumps(ledger.to_dict()) + "\n").encode("ascii"), durable=False)
     if fresh:
         prune(path.parent)
 
 
 def prune(folder: Path, now: float | None = None) -> None:
     """Remove session ledgers untouched for `MAX_AGE_SECONDS`, each under its own lock, taken
-    without waiting (a session in use is left alone). Lock files stay: removing one another
-    process may be about to lock would let two processes hold "the" lock."""
-    cutoff = (now or time.time()) - MAX_AGE_SECONDS
-    for item in folder.glob("*.json"):
-        with contextlib.suppress(OSError, SagememError):
-            if os.lstat(item).st_mtime >= cutoff:
+    without waiting (a session in use is left alone), at most once per `PRUNE_EVERY_SECONDS`
+    (`.pruned` keeps the time): a new session's first prompt need not read the whole folder.
+    Lock files stay: removing one another process may be about to lock would let two
+    processes hold "the" lock."""
+    now = now or time.time()
+    marker = folder / ".pruned"
+    with contextlib.suppress(OSError):
+        if now - os.lstat(marker).st_mtime < PRUNE_EVERY_SECONDS:
+            return
+    with contextlib.suppress(OSError):
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        os.utime(marker, (now, now), follow_symlinks=False)
+    cutoff = now - MAX_AGE_SECONDS
+    with contextlib.suppress(OSError), os.scandir(folder) as items:
+        for item in items:
+            if not item.name.endswith(".json"):
                 continue
-            with exclusive(item.with_suffix(".lock"), 0):
-                if os.lstat(item).st_mtime < cutoff:
-                    os.unlink(item)
+            with contextlib.suppress(OSError, SagememError):
+                if item.stat(follow_symlinks=False).st_mtime >= cutoff:
+                    continue
+                path = Path(item.path)
+                with exclusive(path.with_suffix(".lock"), 0):
+                    if os.lstat(path).st_mtime < cutoff:
+                        os.unlink(path)
 
 
 def _load(path: Path, session: str) -> Ledger:

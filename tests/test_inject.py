@@ -6,11 +6,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sagemem import MemoryStore
+from sagemem import session as session_module
 from sagemem.command import command_line
 from sagemem.inject import intents, reserve_for
 from sagemem.render import MAX_SNIPPET_CHARS
@@ -249,11 +251,16 @@ def test_concurrent_calls_of_one_session_take_turns(dance: MemoryStore) -> None:
 
 def test_old_session_files_are_pruned(dance: MemoryStore) -> None:
     dance.inject(QUERY, session="old")
-    old = next((dance.state_dir / "sessions").glob("*.json"))
+    sessions = dance.state_dir / "sessions"
+    old = next(sessions.glob("*.json"))
     os.utime(old, (1_000_000, 1_000_000))
+    dance.inject(QUERY, session="newer")
+    assert old.exists()  # the folder was read when "old" began, less than an hour ago
+    hour_ago = time.time() - session_module.PRUNE_EVERY_SECONDS - 1
+    os.utime(sessions / ".pruned", (hour_ago, hour_ago))
     dance.inject(QUERY, session="new")
     assert not old.exists()
-    assert len(list((dance.state_dir / "sessions").glob("*.json"))) == 1
+    assert len(list(sessions.glob("*.json"))) == 2
 
 
 def test_the_whole_printed_text_counts_against_the_budget(

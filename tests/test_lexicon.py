@@ -138,7 +138,7 @@ def test_one_unknown_word_beside_a_known_one_still_finds(team: MemoryStore) -> N
 def test_a_missing_lexicon_is_built_when_there_is_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = tmp_path / "lex"
+    folder = tmp_path / "lex #1?x é"  # a path a URI would misread unquoted
     monkeypatch.setenv("SAGEMEM_LEXICON", str(folder))
     # The prompt hook with little time left answers without it and builds nothing.
     assert lexicon.current(deadline=time.monotonic() + 0.5) is None
