@@ -116,3 +116,12 @@ def test_a_thank_you_is_no_question() -> None:
         "great, who fixed it",
     ):
         assert not acknowledges(message), message
+
+
+def test_question_forms_are_no_terms() -> None:
+    """`一共有几台`, `要不要`, `是用来` ask; they say nothing of what is asked about, and as
+    unknown pairs they outweighed the identifier a question names."""
+    vocabulary = set(document_tokens("CI runners are tagged `ldg-runner`; there are four."))
+    assert query_tokens("ldg-runner 一共有几台", vocabulary) == ["ldg-runner", "ldg", "runner"]
+    assert query_tokens("fx_id 是用来做什么的", vocabulary) == ["fx_id", "fx", "id"]
+    assert query_tokens("LDG-5032 要不要重试", vocabulary)[-1] == "重试"
