@@ -46,8 +46,9 @@ class Index(NamedTuple):
 
     def scores(self, weights: Mapping[str, float]) -> dict[int, list[float]]:
         """Every document holding at least one query term, as [BM25 score, idf mass of the
-        query terms it holds, how many it holds]. Bare lists, not objects: tens of thousands
-        of paragraphs can hold a common word in a large directory.
+        query terms it holds, how many it holds, which: bit i for the i-th term of
+        `weights`]. Bare lists, not objects: tens of thousands of paragraphs can hold a
+        common word in a large directory.
 
         The idf mass over the query's whole mass is a document's coverage, in [0, 1]: unlike
         a raw BM25 score it is on the query's own scale, so one threshold works for short and
@@ -55,10 +56,11 @@ class Index(NamedTuple):
         acc: dict[int, list[float]] = {}
         mean = self.mean_length or 1.0
         lengths = self.lengths
-        for term, idf in weights.items():
+        for position, (term, idf) in enumerate(weights.items()):
             packed = self.postings.get(term)
             if not packed:
                 continue
+            bit = 1 << position
             pairs = array("I")
             pairs.frombytes(packed)
             it = iter(pairs)
@@ -66,9 +68,10 @@ class Index(NamedTuple):
                 value = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * lengths[doc] / mean))
                 found = acc.get(doc)
                 if found is None:
-                    acc[doc] = [value, idf, 1]
+                    acc[doc] = [value, idf, 1, bit]
                 else:
                     found[0] += value
                     found[1] += idf
                     found[2] += 1
+                    found[3] |= bit
         return acc

@@ -324,7 +324,10 @@ class _Plan:
             given.setdefault(snippet.file, []).append((snippet.start, snippet.end))
 
         def already(hit: Hit) -> bool:
-            return not again and any(s <= hit.start and hit.end <= e for s, e in given.get(hit.file, ()))
+            # The matched paragraph itself: shown once, it is not shown again for the sake of
+            # the paragraph after it.
+            end = hit.own_end or hit.end
+            return not again and any(s <= hit.start and end <= e for s, e in given.get(hit.file, ()))
 
         hits, held = ([], []) if repeated else self.result.pick(already)
         pending = [("baseline", s) for s in baseline]

@@ -17,9 +17,12 @@ paragraphs of all the other memories compete too, behind a stricter gate of the 
 (`body_gate`, and two shared terms when the query has two), so a detail that only a body
 mentions is found even when some description matched loosely.
 
-A snippet scores its memory's description coverage plus its paragraph's coverage. Every
-memory's best paragraph is placed before any memory's second one, so a long memory cannot
-crowd out short ones; the second ones only fill places left over. Snippets far below the
+A snippet scores its memory's description coverage plus its paragraph's coverage; a
+further paragraph of a memory stage 1 admitted counts, if more, the share it holds of what
+the description does not (the description names the thing, the paragraph answers the rest
+of the question). Every memory's best paragraph is placed before any memory's second one,
+so a long memory cannot crowd out short ones; the second ones only fill places left over.
+A short paragraph (a sentence or two) comes with the one after it. Snippets far below the
 best one (`cut`) and those past `limit` are held back, not dropped: the injection reports
 them. Ties break by file name, then scope, then line, so results are deterministic.
 
@@ -72,6 +75,7 @@ class Hit(NamedTuple):
     scope: str = ""  # the scope it is in, when there are several (`file` then says it too)
     strong: bool = True  # passes the injection's gates and cut (a pull search also returns weaker hits)
     short: bool = False  # a paragraph of a sentence or two: shown with the one after it
+    own_end: int = 0  # where the matched paragraph ends, when `end` takes in the one after it
 
     @property
     def description(self) -> str:
@@ -147,8 +151,10 @@ def search(
     described = _weights([shelf.corpus.descriptions for shelf in shelves], terms, general)
     weights = _weights([shelf.corpus.paragraphs for shelf in shelves], terms, general)
     described_mass, mass = sum(described.values()), sum(weights.values())
-    informative = {term: 1.0 for term in terms if general.get(term, 1.0) >= INFORMATIVE}
-    foreign = sum(1 for term in informative if term not in vocabulary)
+    # Which query terms a document holds comes back as a bit mask, bit i for the i-th term.
+    bits = {term: 1 << i for i, term in enumerate(weights)}
+    informative = sum(bits[term] for term in terms if general.get(term, 1.0) >= INFORMATIVE)
+    foreign = sum(1 for term in terms if bits[term] & informative and term not in vocabulary)
 
     def entry(key: tuple[int, int]) -> Entry:
         return shelves[key[0]].corpus.entry(key[1])
@@ -160,31 +166,32 @@ def search(
     # Stage 1: memories whose description fields cover enough of the query.
     admitted = []
     for i, index in enumerate(descriptions):
-        holding = index.scores(informative) if foreign >= 2 else {}
-        for doc, (score, held, _) in index.scores(described).items():
+        for doc, (score, held, _, which) in index.scores(described).items():
             share = held / described_mass if described_mass else 0.0
-            if share >= settings.gate and (foreign < 2 or holding.get(doc, (0, 0, 0))[2] >= 2):
-                admitted.append((score, share, (i, doc)))
+            if share >= settings.gate and (foreign < 2 or (which & informative).bit_count() >= 2):
+                admitted.append((score, share, (i, doc), which))
     admitted.sort(key=lambda a: -a[0])
     if len(admitted) > settings.candidates:  # names break ties, so keep every tie at the edge
         edge = admitted[settings.candidates - 1][0]
         admitted = [a for a in admitted if a[0] >= edge]
     admitted.sort(key=lambda a: (-a[0], *_name_key(entry(a[2]).file), shelves[a[2][0]].scope))
-    chosen = {key: share for _, share, key in admitted[: settings.candidates]}
+    chosen = {key: share for _, share, key, _ in admitted[: settings.candidates]}
+    described_by = {key: which for _, _, key, which in admitted[: settings.candidates]}
 
     # Stage 2: the paragraphs of the chosen memories, and of all others behind a stricter
     # gate (two shared terms when the query has two).
     fallback = len("".join(query.split())) >= settings.min_query_chars
     least = min(2, len(terms))
-    found: dict[tuple[int, int], list[tuple[float, int, int, float]]] = {}
+    found: dict[tuple[int, int], list[tuple[float, int, int, float, int]]] = {}
     short: set[tuple[tuple[int, int], int]] = set()  # (memory, first line) of short paragraphs
     for i, index in enumerate(paragraphs):
         corpus_i = shelves[i].corpus
-        for pid, (score, held, count) in index.scores(weights).items():
+        for pid, (score, held, count, which) in index.scores(weights).items():
             owner = (i, corpus_i.owners[pid])
             cover = held / mass if mass else 0.0
             if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
-                found.setdefault(owner, []).append((score, corpus_i.starts[pid], corpus_i.ends[pid], cover))
+                place = (score, corpus_i.starts[pid], corpus_i.ends[pid], cover, which)
+                found.setdefault(owner, []).append(place)
                 if index.lengths[pid] < SHORT_PARAGRAPH:
                     short.add((owner, corpus_i.starts[pid]))
 
@@ -192,12 +199,26 @@ def search(
         found = Hit(named(key, at), start, end, score, stage, at, scope=shelves[key[0]].scope)
         return found._replace(short=True) if (key, start) in short else found
 
+    def adds(which: int, described: int) -> float:
+        """The share of the query's weight that its description does not hold, held here."""
+        rest = [w for term, w in weights.items() if not bits[term] & described]
+        held = sum(w for term, w in weights.items() if bits[term] & which & ~described)
+        return held / sum(rest) if rest and sum(rest) else 0.0
+
     ranked: list[list[Hit]] = []
     for key, share in chosen.items():
         at = entry(key)
         if found.get(key):
             matches = sorted(found[key], key=lambda m: (-m[0], m[1]))
-            ranked.append([hit(key, at, s, e, share + c, "description") for _, s, e, c in matches])
+            # A further paragraph is judged on what it adds to what the description says
+            # (`黄鳍紫鱼体长多少？`: the description names the fish, a paragraph its length).
+            ranked.append(
+                [hit(key, at, s, e, share + c, "description") for _, s, e, c, _ in matches[:1]]
+                + [
+                    hit(key, at, s, e, share + max(c, adds(which, described_by[key])), "description")
+                    for _, s, e, c, which in matches[1:]
+                ]
+            )
         else:
             end = min(at.body_end, at.body_start + OPENING_LINES - 1)
             ranked.append([hit(key, at, at.body_start, end, share, "opening")])
@@ -205,7 +226,7 @@ def search(
         if key not in chosen:
             at = entry(key)
             matches.sort(key=lambda m: (-m[0], m[1]))
-            ranked.append([hit(key, at, s, e, c, "body") for _, s, e, c in matches])
+            ranked.append([hit(key, at, s, e, c, "body") for _, s, e, c, _ in matches])
 
     firsts = sorted((hits[0] for hits in ranked), key=_order)
     best = firsts[0].score if firsts else 0.0
@@ -262,7 +283,7 @@ def _widen(hits: list[Hit]) -> tuple[Hit, ...]:
             and after.end - after.start < OPENING_LINES
             and (found.file, after.start) not in shown
         ):
-            found = found._replace(end=after.end)
+            found = found._replace(end=after.end, own_end=found.end)
         widened.append(found)
     return tuple(widened)
 

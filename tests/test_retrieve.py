@@ -248,3 +248,38 @@ def test_the_next_paragraph_is_not_added_when_long_or_shown_itself(tmp_path: Pat
     assert party == ["Gina: And the opening party for the studio lease?"]  # the next is 7 lines
     flat = [line for s in shown for line in s]
     assert len(flat) == len(set(flat))  # no line twice
+
+
+FISH = {
+    "reference_yellowfin.md": """---
+name: Yellowfin snapper
+description: The yellowfin snapper, a deep-water fish of the western Pacific
+type: reference
+---
+
+The yellowfin snapper lives in the western Pacific, from the Philippines, Indonesia and
+Taiwan to New Caledonia, Fiji and Samoa, over rocky bottoms at depths of 90 to 360 metres,
+and looks much like its cousin the threadfin, whose last soft rays are longer.
+
+Pale blue-red with a net of spots on the head and a golden edge to the tail fin; its
+length reaches 50 centimetres. It hunts alone or in small groups in deep water, eating
+smaller fish and crustaceans, and is eaten itself, though its flesh is coarse.
+""",
+    "reference_threadfin.md": """---
+name: Threadfin
+description: The threadfin, a reef fish with long trailing fin rays
+type: reference
+---
+
+The threadfin's last soft fin rays trail far behind its tail.
+""",
+}
+
+
+def test_a_further_paragraph_counts_what_it_adds_to_the_description(tmp_path: Path) -> None:
+    """The description names the fish; the question's other word, its length, is only in
+    the second paragraph, which a word of the first outweighed."""
+    store = make(tmp_path / "mem", FISH)
+    query = "yellowfin snapper western Pacific depths and length"
+    hits = [(h.file, h.start) for h in store.search(query).hits]
+    assert ("reference_yellowfin.md", 11) in hits
