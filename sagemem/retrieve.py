@@ -137,7 +137,11 @@ def search(
     query: str,
     settings: Settings | None = None,
     lexicon: Lexicon | None = None,
+    *,
+    shared: int = 2,
 ) -> Result:
+    """The ranked snippets for `query`. A paragraph of a memory stage 1 did not admit must
+    hold `shared` of the query's terms (when it has that many) besides passing `body_gate`."""
     settings = settings or Settings()
     shelves = [Shelf("", corpus)] if isinstance(corpus, Corpus) else list(corpus)
     vocabulary = shelves[0].corpus.vocabulary if len(shelves) == 1 else _Vocabulary(shelves)
@@ -181,7 +185,7 @@ def search(
     # Stage 2: the paragraphs of the chosen memories, and of all others behind a stricter
     # gate (two shared terms when the query has two).
     fallback = len("".join(query.split())) >= settings.min_query_chars
-    least = min(2, len(terms))
+    least = min(shared, len(terms))
     found: dict[tuple[int, int], list[tuple[float, int, int, float, int]]] = {}
     short: set[tuple[tuple[int, int], int]] = set()  # (memory, first line) of short paragraphs
     for i, index in enumerate(paragraphs):
@@ -260,7 +264,8 @@ def pull(
         candidates=max(settings.candidates, settings.limit),
         min_query_chars=1,
     )
-    found = search(corpus, query, lenient, lexicon)
+    # One shared word is enough here: `Istio` alone, in a paragraph no description leads to.
+    found = search(corpus, query, lenient, lexicon, shared=1)
 
     # What passes the injection's gates first, in its order, then the weaker matches: a
     # search asked for never gives less of the relevant text than the injection would.

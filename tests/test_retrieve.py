@@ -166,6 +166,26 @@ def test_a_search_asked_for_returns_weak_matches_marked_as_such(dance: MemorySto
     assert nothing == ()  # no shared word: nothing, even asked
 
 
+def test_a_search_asked_for_finds_one_rare_word_only_a_body_holds(tmp_path: Path) -> None:
+    from sagemem.retrieve import pull
+
+    review = """---
+description: Decisions of the August architecture review
+type: project
+---
+
+No service mesh: with a dozen services, running Istio costs more than it brings.
+
+Kafka stays on the managed Redpanda cluster.
+"""
+    store = make(tmp_path / "mem", {"project_architecture_review.md": review, **DANCE})
+    query = "are we planning to adopt Istio?"
+    assert store.search(query).hits == ()  # one word among strangers: the injection is silent
+    with store.corpus() as corpus:
+        found = pull(corpus, query).hits
+    assert [(h.file, h.start, h.strong) for h in found] == [("project_architecture_review.md", 6, False)]
+
+
 def test_the_search_command_is_a_pull_search(dance: MemoryStore) -> None:
     import json
     import subprocess
