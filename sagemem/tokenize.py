@@ -67,6 +67,7 @@ STOP_ZH = frozenset(
     要不要 会不会 用不用 能否 可否 是用来 用来 一共 总共 大概 大约 具体 到底 平时 通常 干嘛 干什么
     好不好 对不对 行不行 该不该 需不需要 有几 几台 几次 几种 几位 几家 几所 哪位 哪家 哪所""".split()
 )
+_LONGEST_STOP = max(map(len, STOP_ZH))  # every stop word has two characters or more
 # Characters that never start or end a content word: pairs holding one are not terms.
 PARTICLES = frozenset("的了吗呢吧啊呀哦嗯么")
 STOP_ZH_CHARS = frozenset(
@@ -261,10 +262,22 @@ def _match_known(run: str, vocabulary: Container[str]) -> list[str]:
 
 def _content(run: str) -> list[str]:
     """The stretches of a Chinese run left when stop words are taken out."""
-    global _stop_split
-    if _stop_split is None:  # compiled on first use: English-only calls never pay for it
-        _stop_split = re.compile("|".join(sorted(STOP_ZH, key=len, reverse=True)))
-    return [part for part in _stop_split.split(run) if part]
+    # At each place the longest stop word starting there, as a regular expression of them all
+    # would find it; without one, whose compiling costs the prompt hook over a millisecond.
+    parts: list[str] = []
+    start = i = 0
+    while i < len(run):
+        for size in range(min(_LONGEST_STOP, len(run) - i), 1, -1):
+            if run[i : i + size] in STOP_ZH:
+                if i > start:
+                    parts.append(run[start:i])
+                i = start = i + size
+                break
+        else:
+            i += 1
+    if start < len(run):
+        parts.append(run[start:])
+    return parts
 
 
 def _pairs(part: str) -> list[str]:
@@ -280,7 +293,6 @@ def stretch_pairs(stretch: str) -> list[str]:
 
 _stemmer: Any = None
 _stemmer_lock = _thread.allocate_lock()  # `threading` costs the hook 1 ms to import
-_stop_split: re.Pattern[str] | None = None
 _chinese_run: re.Pattern[str] | None = None
 
 

@@ -5,7 +5,17 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagemem.tokenize import CJK, RUNS, document_tokens, latin_tokens, query_tokens, runs, stem
+from sagemem.tokenize import (
+    CJK,
+    RUNS,
+    STOP_ZH,
+    _content,
+    document_tokens,
+    latin_tokens,
+    query_tokens,
+    runs,
+    stem,
+)
 
 
 def test_english_words_are_stemmed_alike() -> None:
@@ -125,3 +135,11 @@ def test_question_forms_are_no_terms() -> None:
     assert query_tokens("ldg-runner 一共有几台", vocabulary) == ["ldg-runner", "ldg", "runner"]
     assert query_tokens("fx_id 是用来做什么的", vocabulary) == ["fx_id", "fx", "id"]
     assert query_tokens("LDG-5032 要不要重试", vocabulary)[-1] == "重试"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(sorted(STOP_ZH) + list("猫叫芝麻数据库的迁移是有几用来")), max_size=12))
+def test_stop_words_are_cut_as_a_pattern_of_them_all_would(pieces: list[str]) -> None:
+    run = "".join(pieces)
+    pattern = re.compile("|".join(sorted(STOP_ZH, key=len, reverse=True)))
+    assert _content(run) == [part for part in pattern.split(run) if part]
