@@ -49,7 +49,7 @@ from .errors import SagememError
 from .files import read_bytes, safe_folder
 from .names import is_memory_name
 
-FORMAT = 8
+FORMAT = 9
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 
 DEAD = 0xFFFFFFFF  # a free paragraph id

@@ -65,11 +65,12 @@ STOP_ZH = frozenset(
     确认 核实 依据 理由 出处 对吧 对吗 是吗 没错 确定
     你好 您好 大家好 谢谢 多谢 好的 好吧 再见 拜拜 哈哈 嗯嗯 晚安 早安 早上好 晚上好
     要不要 会不会 用不用 能否 可否 是用来 用来 一共 总共 大概 大约 具体 到底 平时 通常 干嘛 干什么
-    好不好 对不对 行不行 该不该 需不需要 有几 几台 几次 几种 几位 几家 几所 哪位 哪家 哪所""".split()
+    好不好 对不对 行不行 该不该 需不需要 有几 几台 几次 几种 几位 几家 几所 哪位 哪家 哪所
+    为啥 干啥 啥样 咋样 咋办 来着""".split()
 )
 _LONGEST_STOP = max(map(len, STOP_ZH))  # every stop word has two characters or more
 # Characters that never start or end a content word: pairs holding one are not terms.
-PARTICLES = frozenset("的了吗呢吧啊呀哦嗯么")
+PARTICLES = frozenset("的了吗呢吧啊呀哦嗯么啥咋哎")
 STOP_ZH_CHARS = frozenset(
     "的了是在我你他她它和与就都也还要会能吗呢吧啊呀哦嗯么着过把被给让从向对这那有没不很再又好您"
 )

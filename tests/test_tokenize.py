@@ -143,3 +143,11 @@ def test_stop_words_are_cut_as_a_pattern_of_them_all_would(pieces: list[str]) ->
     run = "".join(pieces)
     pattern = re.compile("|".join(sorted(STOP_ZH, key=len, reverse=True)))
     assert _content(run) == [part for part in pattern.split(run) if part]
+
+
+def test_colloquial_question_words_are_no_terms() -> None:
+    """啥 and 咋 are 什么 and 怎么 as people type them; 来着 a particle of recall."""
+    vocabulary = set(document_tokens("在本地把 Ledgerly 跑起来：先装 Go 1.23。"))
+    assert not any(set(token) & set("啥来着") for token in query_tokens("先要装啥来着", vocabulary))
+    assert query_tokens("这个咋办", vocabulary) == []
+    assert not any("啥" in token for token in document_tokens("装啥都行"))
