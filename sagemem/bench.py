@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import lexicon
-
 EN_WORDS = (
     "deploy release staging production rollback migration schema index query cache latency budget "
     "token session webhook payment ledger invoice refund currency account tenant quota limit retry "
@@ -160,9 +158,15 @@ def run(
         # global option, which takes the command-line path instead of the hook's fast one.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SAGEMEM_", "SAGE_MEM_"))}
         # This machine's word-frequency lexicon, built before any timing: it is built once per
-        # machine, not per index (`lexicon.py`).
-        words = lexicon.where()
-        env["SAGEMEM_LEXICON"] = str(words) if words is not None else "off"
+        # machine, not per index (`lexicon.py`). Found in a child: a child's peak memory counts
+        # this process's pages at the fork, and reading wordfreq would add a hundred MB.
+        found = subprocess.run(
+            [python, "-c", "from sagemem import lexicon; print(lexicon.where() or '')"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        env["SAGEMEM_LEXICON"] = found or "off"
         if scopes > 1:  # a project of its own, and a home whose user memory is the second scope
             env.update(HOME=str(Path(tmp) / "home"), XDG_CACHE_HOME=str(Path(tmp) / "home" / ".cache"))
         else:
@@ -218,6 +222,7 @@ def run(
 def _in_process(folders: list[Path], queries: list[str], repeat: int) -> Timing:
     """Search on open indexes, each query once as a fresh call: its terms are fetched from
     the index, not from what an earlier query left in memory."""
+    from . import lexicon
     from .config import Settings
     from .corpus import load
     from .retrieve import Shelf, search
