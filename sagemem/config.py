@@ -127,19 +127,21 @@ def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "sagemem"
 
 
-def lexicon_folders(env: Mapping[str, str] | None = None) -> list[Path]:
+def lexicon_folders(env: Mapping[str, str] | None = None) -> Iterator[Path]:
     """Where the word-frequency lexicon may be (`lexicon.py`), in order: the folder
     `SAGEMEM_LEXICON` names (`off` for none: every word then weighs the same), else the
-    user's cache dir, then the private temp folder (a sandbox may allow nothing else)."""
+    user's cache dir, then the private temp folder (a sandbox may allow nothing else), made
+    only when the caller gets that far."""
     env = os.environ if env is None else env
     chosen = env.get("SAGEMEM_LEXICON")
     if chosen is not None:
-        return [] if chosen.strip().lower() in _OFF else [Path(chosen)]
-    first = user_cache_dir(env)
-    if (first / "lexicon-v1.sqlite").is_file():
-        return [first]  # the usual case: no temp folder made for nothing
+        if chosen.strip().lower() not in _OFF:
+            yield Path(chosen)
+        return
+    yield user_cache_dir(env)
     temp = temp_dir(env)
-    return [first, *([temp] if temp is not None else [])]
+    if temp is not None:
+        yield temp
 
 
 def locate(

@@ -37,11 +37,11 @@ from .files import safe_folder
 from .tokenize import is_chinese, normalize, stems
 
 FORMAT = 1
-NAME = f"lexicon-v{FORMAT}.sqlite"  # config.lexicon_folders looks for it by this name
+NAME = f"lexicon-v{FORMAT}.sqlite"
 FULL = 3.0  # a word at most this common (Zipf) keeps its idf whole
 COMMON = 6.0  # where the line from 1 at FULL reaches 0
 LEAST = 0.2  # no word weighs less
-MAX_BYTES = 64 * 1024 * 1024  # far above the ~3 MB it grows to: a larger file is not read
+MAX_BYTES = 64 * 1024 * 1024  # far above the ~1 MB it grows to: a larger file is not read
 MAX_TERMS = 900  # SQLite's limit on parameters is 999
 BUILD_SECONDS = 3.0  # what a build may take on a slow machine (about 1.5 s on a fast one)
 
@@ -108,21 +108,30 @@ def current(deadline: float | None = None) -> Lexicon | None:
     """The lexicon of this machine (`config.lexicon_folders`), built if there is none and the
     call has time for it: no `deadline` (a `time.monotonic()` value), or BUILD_SECONDS left
     before it. None without one (every word then weighs 1)."""
-    folder = where(deadline)
-    return load(folder / NAME) if folder is not None else None
+    found = _find(deadline)
+    return found[1] if found is not None else None
 
 
 def where(deadline: float | None = None) -> Path | None:
     """The folder holding this machine's lexicon, built there first as `current` would."""
-    folders = lexicon_folders()
-    for folder in folders:
+    found = _find(deadline)
+    if found is None:
+        return None
+    found[1].close()
+    return found[0]
+
+
+def _find(deadline: float | None) -> tuple[Path, Lexicon] | None:
+    for folder in lexicon_folders():
         found = load(folder / NAME)
         if found is not None:
-            found.close()
-            return folder
+            return folder, found
     if deadline is not None and deadline - time.monotonic() < BUILD_SECONDS:
         return None  # the prompt hook: the next call builds it
-    return next((folder for folder in folders if build(folder / NAME)), None)
+    for folder in lexicon_folders():
+        if build(folder / NAME) and (found := load(folder / NAME)) is not None:
+            return folder, found
+    return None
 
 
 def build(path: Path) -> bool:

@@ -205,9 +205,9 @@ def search(
 
     def adds(which: int, described: int) -> float:
         """The share of the query's weight that its description does not hold, held here."""
-        rest = [w for term, w in weights.items() if not bits[term] & described]
+        rest = sum(w for term, w in weights.items() if not bits[term] & described)
         held = sum(w for term, w in weights.items() if bits[term] & which & ~described)
-        return held / sum(rest) if rest and sum(rest) else 0.0
+        return held / rest if rest else 0.0
 
     ranked: list[list[Hit]] = []
     for key, share in chosen.items():

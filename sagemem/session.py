@@ -88,10 +88,12 @@ def prune(folder: Path, now: float | None = None) -> None:
     now = now or time.time()
     marker = folder / ".pruned"
     with contextlib.suppress(OSError):
-        if now - os.lstat(marker).st_mtime < PRUNE_EVERY_SECONDS:
+        if 0 <= now - os.lstat(marker).st_mtime < PRUNE_EVERY_SECONDS:  # a future time is none
             return
     with contextlib.suppress(OSError):
-        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        # Never through a link, and never waiting on a FIFO a cloned state dir put there.
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+        os.close(os.open(marker, flags, 0o600))
         os.utime(marker, (now, now), follow_symlinks=False)
     cutoff = now - MAX_AGE_SECONDS
     with contextlib.suppress(OSError), os.scandir(folder) as items:

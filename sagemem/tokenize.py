@@ -115,31 +115,38 @@ def normalize(text: str) -> str:
 def stem(word: str) -> str:
     """The Snowball English stem of a plain word (`deployments`, `deploying` -> `deploy`;
     `invalidation`, `invalidated` -> `invalid`); identifiers and other scripts as they are."""
-    if len(word) <= 3 or not word.isalpha() or not word.isascii():
-        return word
-    return _stem(word)
+    return _stem(word) if _stemmed(word) else word
 
 
 def stems(words: list[str]) -> list[str]:
     """`stem` of each word, in one call to the stemmer (for lists of many thousand words)."""
-    plain = [i for i, w in enumerate(words) if len(w) > 3 and w.isalpha() and w.isascii()]
-    _stem("warm")  # loads the stemmer
+    plain = [i for i, word in enumerate(words) if _stemmed(word)]
     found = list(words)
     with _stemmer_lock:
-        for i, term in zip(plain, _stemmer.stemWords([words[i] for i in plain]), strict=True):
+        for i, term in zip(plain, _english().stemWords([words[i] for i in plain]), strict=True):
             found[i] = term
     return found
 
 
+def _stemmed(word: str) -> bool:
+    """Whether `word` is a plain English word long enough to stem."""
+    return len(word) > 3 and word.isalpha() and word.isascii()
+
+
 @functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    global _stemmer
     with _stemmer_lock:  # a Stemmer must not be called from two threads at once (the UI's)
-        if _stemmer is None:  # PyStemmer, Snowball's C build: about 1 ms to load
-            import Stemmer
+        return _english().stemWord(word)
 
-            _stemmer = Stemmer.Stemmer("english")
-        return _stemmer.stemWord(word)
+
+def _english() -> Any:
+    """PyStemmer's English stemmer, Snowball's C build: about 1 ms to load, on first use."""
+    global _stemmer
+    if _stemmer is None:
+        import Stemmer
+
+        _stemmer = Stemmer.Stemmer("english")
+    return _stemmer
 
 
 def latin_tokens(piece: str) -> list[str]:

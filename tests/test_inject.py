@@ -48,7 +48,9 @@ def test_injection_layout(dance: MemoryStore) -> None:
     body, after = rest[len(fence) + 5 :].split(f"\n{fence}\n", 1)
     assert body.startswith("### project_studio_opening.md:")
     assert "How Harbor" not in body and "Opening the dance studio downtown" in body.split("\n")[1]
-    assert re.match(r"\n\(sagemem: [12] injected; this session ", after)  # the lease, maybe the classes
+    # The lease paragraph, then the classes one: it holds `start`, which the description
+    # leaves open.
+    assert after.startswith("\n(sagemem: 2 injected; this session ")
     assert text.endswith(")\n")
 
 
@@ -261,6 +263,28 @@ def test_old_session_files_are_pruned(dance: MemoryStore) -> None:
     dance.inject(QUERY, session="new")
     assert not old.exists()
     assert len(list(sessions.glob("*.json"))) == 2
+
+
+def test_pruning_waits_on_no_fifo_and_trusts_no_future_time(tmp_path: Path) -> None:
+    """A cloned state dir may hold `.pruned` as a FIFO, or dated in the future."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    old = folder / "old.json"
+    old.write_text("{}")
+    os.utime(old, (1_000_000, 1_000_000))
+    os.mkfifo(folder / ".pruned")
+    os.utime(folder / ".pruned", (1_000_000, 1_000_000))
+    code = "import sys; from pathlib import Path; from sagemem.session import prune; prune(Path(sys.argv[1]))"
+    subprocess.run([sys.executable, "-c", code, str(folder)], check=True, timeout=20)
+    assert not old.exists()
+    (folder / ".pruned").unlink()
+    (folder / ".pruned").write_text("")
+    future = time.time() + 10 * session_module.PRUNE_EVERY_SECONDS
+    os.utime(folder / ".pruned", (future, future))
+    old.write_text("{}")
+    os.utime(old, (1_000_000, 1_000_000))
+    session_module.prune(folder)
+    assert not old.exists()
 
 
 def test_the_whole_printed_text_counts_against_the_budget(

@@ -69,9 +69,14 @@ def test_common_words_weigh_less_than_rare_ones(words: lexicon.Lexicon) -> None:
     assert chinese["大学"] < chinese["死因"] < 1
 
 
-def test_words_of_one_stem_share_a_weight(words: lexicon.Lexicon) -> None:
-    got = words.weights([stem("deployments"), stem("deploying")])
-    assert stem("deployments") == stem("deploying") and len(got) == 1
+def test_a_stem_weighs_as_its_commonest_word(words: lexicon.Lexicon) -> None:
+    import wordfreq
+
+    forms = ["deploy", "deploys", "deployed", "deploying", "deployment", "deployments"]
+    assert {stem(w) for w in forms} == {"deploy"}
+    commonest = max(wordfreq.zipf_frequency(w, "en") for w in forms)
+    assert words.weights(["deploy"])["deploy"] == pytest.approx(lexicon.weight(commonest), abs=0.01)
+    assert commonest > wordfreq.zipf_frequency("deploy", "en")  # not the bare word's own
 
 
 def test_weight_falls_with_frequency() -> None:

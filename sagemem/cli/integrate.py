@@ -96,8 +96,7 @@ def install(
     if not dry_run:
         from .. import lexicon
 
-        with lexicon.opened():  # built now, so the harness's first prompt need not build it
-            pass
+        lexicon.where()  # built now, so the harness's first prompt need not build it
     _report(outcome, as_json)
 
 
