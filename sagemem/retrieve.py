@@ -15,7 +15,9 @@ Stage 2 ranks the body paragraphs of the admitted memories with BM25; each memor
 best paragraph first, and a memory with no matching paragraph offers its opening lines. The
 paragraphs of all the other memories compete too, behind a stricter gate of the same kind
 (`body_gate`, and two shared terms when the query has two), so a detail that only a body
-mentions is found even when some description matched loosely.
+mentions is found even when some description matched loosely. Such a paragraph, when it
+holds an informative word, counts the terms of its memory's description with its own: the
+description names the thing, the paragraph the detail asked about.
 
 A snippet scores its memory's description coverage plus its paragraph's coverage; a
 further paragraph of a memory stage 1 admitted counts, if more, the share it holds of what
@@ -169,8 +171,10 @@ def search(
 
     # Stage 1: memories whose description fields cover enough of the query.
     admitted = []
+    holds: dict[tuple[int, int], int] = {}  # which query terms each memory's description holds
     for i, index in enumerate(descriptions):
         for doc, (score, held, _, which) in index.scores(described).items():
+            holds[(i, doc)] = which
             share = held / described_mass if described_mass else 0.0
             if share >= settings.gate and (foreign < 2 or (which & informative).bit_count() >= 2):
                 admitted.append((score, share, (i, doc), which))
@@ -188,11 +192,31 @@ def search(
     least = min(shared, len(terms))
     found: dict[tuple[int, int], list[tuple[float, int, int, float, int]]] = {}
     short: set[tuple[tuple[int, int], int]] = set()  # (memory, first line) of short paragraphs
+    shares: dict[int, float] = {}
+
+    def weighed(which: int) -> float:
+        """The share of the query's weight in the terms of `which`."""
+        if which not in shares:
+            held = sum(w for term, w in weights.items() if bits[term] & which)
+            shares[which] = held / mass if mass else 0.0
+        return shares[which]
+
     for i, index in enumerate(paragraphs):
         corpus_i = shelves[i].corpus
         for pid, (score, held, count, which) in index.scores(weights).items():
             owner = (i, corpus_i.owners[pid])
             cover = held / mass if mass else 0.0
+            # A paragraph holding an informative word counts with its memory's description:
+            # the description names the thing, the paragraph the detail asked about
+            # (`does the no-recap rule apply to a postmortem?`).
+            both = which | holds.get(owner, 0)
+            if (
+                owner not in chosen
+                and both != which
+                and which & informative
+                and (foreign < 2 or (both & informative).bit_count() >= 2)
+            ):
+                cover, count = weighed(both), both.bit_count()
             if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
                 place = (score, corpus_i.starts[pid], corpus_i.ends[pid], cover, which)
                 found.setdefault(owner, []).append(place)

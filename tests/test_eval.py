@@ -31,10 +31,12 @@ def test_the_set_is_what_its_readme_says() -> None:
 
 def test_retrieval_floor() -> None:
     summary = evaluate(EVAL, Settings()).summary()
-    assert summary["recall_at_5"] >= 0.47
-    assert summary["evidence_at_5"] >= 0.45
+    assert summary["recall_at_5"] >= 0.56
+    assert summary["evidence_at_5"] >= 0.54
     assert summary["false_injection"] <= 0.05
-    assert summary["mean_bytes"] <= 750  # more questions answered: 547 -> 666 with the lexicon
+    # More questions answered, more bytes: 547 -> 694 with the lexicon, 768 with a body
+    # paragraph counting with its description.
+    assert summary["mean_bytes"] <= 800
 
 
 def test_eval_never_writes_into_the_set(tmp_path: Path) -> None:

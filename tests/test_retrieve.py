@@ -303,3 +303,21 @@ def test_a_further_paragraph_counts_what_it_adds_to_the_description(tmp_path: Pa
     query = "yellowfin snapper western Pacific depths and length"
     hits = [(h.file, h.start) for h in store.search(query).hits]
     assert ("reference_yellowfin.md", 11) in hits
+
+
+EVAL = Path(__file__).resolve().parent.parent / "fixtures" / "eval" / "memory"
+
+
+def test_a_paragraph_counts_with_its_memory_s_description(tmp_path: Path) -> None:
+    """In the team's 79 memories, `recap` is in one memory's name, `apply` and `postmortem`
+    in one of its paragraphs: neither passes the gates alone, together they hold most of the
+    question."""
+    shutil.copytree(EVAL, tmp_path / "mem")
+    store = MemoryStore(tmp_path / "mem")
+    query = "does the no-recap rule also apply when writing a postmortem?"
+    found = [(h.file, h.start, h.stage) for h in store.search(query).hits]
+    assert found == [("feedback_no_trailing_summary.md", 14, "body")]
+    # Named without the word, the memory's paragraph alone is not enough.
+    memory = tmp_path / "mem" / "feedback_no_trailing_summary.md"
+    memory.write_text(memory.read_text(encoding="utf-8").replace("No recap", "Short"), encoding="utf-8")
+    assert MemoryStore(tmp_path / "mem").search(query).hits == ()
