@@ -359,14 +359,17 @@ class _Plan:
         spent = framing
         chosen: list[tuple[str, render.Snippet, str]] = []
         omitted: list[render.Snippet] = []
+        described: set[tuple[str, str]] = set()  # a memory's description is shown once
         for kind, snippet in pending:
-            part = render.snippet_part(snippet, lang)
+            repeat = (snippet.scope, snippet.file) in described
+            part = render.snippet_part(snippet._replace(description="") if repeat else snippet, lang)
             size = len(part.encode("utf-8")) + 2
             over_call = self.max_bytes is not None and spent + size > self.max_bytes - 2 * MAX_CARD_BYTES
             if ledger.used + spent + size > budget - reserve or over_call:
                 omitted.append(snippet)
                 continue
             spent += size
+            described.add((snippet.scope, snippet.file))
             chosen.append((kind, snippet, part))
 
         # Cards: a gap card, then (at the session's start) notices, each shown once a session

@@ -103,7 +103,7 @@ class Result(NamedTuple):
     def pick(self, skip: Callable[[Hit], bool] = lambda _hit: False) -> tuple[list[Hit], list[Hit]]:
         """The snippets to inject, and the memories held back: not shown, not already given,
         either past the limit or under the cut."""
-        chosen = [h for h in self.ranked if not skip(h)][: self.limit]
+        chosen = _widen([h for h in self.ranked if not skip(h)][: self.limit], skip)
         shown = {h.file for h in chosen}
         held = [h for h in self.ranked if h.first and h.file not in shown and not skip(h)]
         return chosen, held + [h for h in self.below if not skip(h)]
@@ -266,7 +266,7 @@ def search(
         key=_order,
     )
     below = [h for h in firsts if h.score < settings.cut * best]
-    return Result(_widen(passing + spares), tuple(below), terms, scanned, settings.limit)
+    return Result(tuple(passing + spares), tuple(below), terms, scanned, settings.limit)
 
 
 def pull(
@@ -300,8 +300,9 @@ def pull(
     return found._replace(ranked=strict.ranked + weak)
 
 
-def _widen(hits: list[Hit]) -> tuple[Hit, ...]:
-    """Each short paragraph with the one after it, unless that one is shown by itself."""
+def _widen(hits: list[Hit], skip: Callable[[Hit], bool]) -> list[Hit]:
+    """Each short paragraph with the one after it, unless that one is shown by itself among
+    `hits` (what is injected, not what is ranked past the limit) or was given before."""
     shown = {(h.file, h.start) for h in hits}
     widened = []
     for found in hits:
@@ -311,10 +312,11 @@ def _widen(hits: list[Hit]) -> tuple[Hit, ...]:
             and after
             and after.end - after.start < OPENING_LINES
             and (found.file, after.start) not in shown
+            and not skip(found._replace(start=after.start, end=after.end))
         ):
             found = found._replace(end=after.end, own_end=found.end)
         widened.append(found)
-    return tuple(widened)
+    return widened
 
 
 def _together(indexes: list[Index]) -> list[Index]:

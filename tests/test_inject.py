@@ -54,6 +54,15 @@ def test_injection_layout(dance: MemoryStore) -> None:
     assert text.endswith(")\n")
 
 
+def test_a_memory_s_description_is_shown_once_an_injection(dance: MemoryStore) -> None:
+    """Two paragraphs of one memory: its description heads the first only."""
+    text = dance.inject(QUERY).text
+    assert [h.split(":")[0] for h in snippet_headers(text)] == ["project_studio_opening.md"] * 2
+    assert text.count("Opening the dance studio downtown") == 1
+    second = text.split("### project_studio_opening.md:")[2]
+    assert second.split("\n")[1] == "## Classes"  # the paragraph right under its header
+
+
 def test_freshness_label(dance: MemoryStore) -> None:
     days = (dt.date.today() - dt.date(2026, 1, 10)).days
     assert f"(saved {days} days ago)" in dance.inject(QUERY).text

@@ -261,13 +261,23 @@ def test_a_short_paragraph_comes_with_the_one_after_it(tmp_path: Path) -> None:
 
 def test_the_next_paragraph_is_not_added_when_long_or_shown_itself(tmp_path: Path) -> None:
     store = make(tmp_path / "mem", CHAT)
-    ranked = store.search("the studio lease downtown and the opening party").ranked
+    hits = store.search("the studio lease downtown and the opening party").hits
     text = (store.memory_dir / "project_chat.md").read_text().splitlines()
-    shown = [text[h.start - 1 : h.end] for h in ranked]
+    shown = [text[h.start - 1 : h.end] for h in hits]
     party = next(s for s in shown if s[0].startswith("Gina: And the opening party"))
     assert party == ["Gina: And the opening party for the studio lease?"]  # the next is 7 lines
     flat = [line for s in shown for line in s]
     assert len(flat) == len(set(flat))  # no line twice
+
+
+def test_the_next_paragraph_ranked_past_the_limit_still_comes_along(tmp_path: Path) -> None:
+    """The answer ranks too, but past the limit: it is not shown by itself, so the question
+    before it brings it."""
+    store = make(tmp_path / "mem", CHAT)
+    query = "which dance styles are Gina's favourite, contemporary?"
+    assert [h.start for h in store.search(query).ranked][:2] == [7, 9]
+    (hit,) = store.search(query, limit=1).hits
+    assert (hit.start, hit.end, hit.own_end) == (7, 9, 7)
 
 
 FISH = {
