@@ -301,6 +301,14 @@ class Settings(NamedTuple):
     scopes: tuple[str, ...] = SCOPE_NAMES  # the scopes of the memory set to use
     rules: bool = True  # "How to save a memory" at a session's start, where the harness has none
     debug: bool = False  # one diagnostic line per call on stderr
+    dream_base_url: str = ""  # the model endpoint of `sagemem dream` (docs/maintenance.md)
+    dream_model: str = ""
+    dream_max_rounds: int = 24  # model requests a dream run may make
+    dream_max_tokens: int = 600_000  # tokens a dream run may spend, all requests together
+    dream_auto: str = ""  # "report" or "apply": SessionStart starts a run when one is due
+    dream_min_hours: int = 24  # ... at least this long after the last run
+    dream_min_sessions: int = 5  # ... and after this many sessions since
+    dream_sessions: bool = False  # automatic runs may search past transcripts (SAGEMEM_DREAM_SESSIONS)
 
     def to_dict(self) -> dict[str, object]:
         return self._asdict()
@@ -320,6 +328,10 @@ _RANGES: dict[str, tuple[str, float, float]] = {
     "archive_reference_days": ("SAGEMEM_ARCHIVE_REFERENCE_DAYS", 1, 3650),
     "archive_user_days": ("SAGEMEM_ARCHIVE_USER_DAYS", 1, 3650),
     "snapshot_keep": ("SAGEMEM_SNAPSHOT_KEEP", 1, 1000),
+    "dream_max_rounds": ("SAGEMEM_DREAM_MAX_ROUNDS", 1, 200),
+    "dream_max_tokens": ("SAGEMEM_DREAM_MAX_TOKENS", 1000, 50_000_000),
+    "dream_min_hours": ("SAGEMEM_DREAM_MIN_HOURS", 1, 720),
+    "dream_min_sessions": ("SAGEMEM_DREAM_MIN_SESSIONS", 1, 200),
 }
 
 
@@ -351,6 +363,16 @@ def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Sett
     rules = env.get("SAGEMEM_RULES", stored.get("rules"))
     if isinstance(rules, bool) or isinstance(rules, str):
         values["rules"] = rules if isinstance(rules, bool) else rules.strip().lower() not in _OFF
+    for name in ("dream_base_url", "dream_model"):  # the environment's own are read where used
+        text = stored.get(name)
+        if isinstance(text, str) and text.strip() and len(text) < 2048:
+            values[name] = text.strip()
+    # From the environment only: a settings file can come with a clone, and must not make
+    # every session start model runs on the person's key.
+    auto = env.get("SAGEMEM_DREAM_AUTO", "").strip().lower()
+    if auto in ("report", "apply"):
+        values["dream_auto"] = auto
+    values["dream_sessions"] = env.get("SAGEMEM_DREAM_SESSIONS", "").strip().lower() not in _OFF
     values["debug"] = env.get("SAGEMEM_DEBUG", "") not in ("", "0", "false", "no")
     values["task"] = env.get("SAGEMEM_TASK_ID", "")
     return Settings(**values)  # type: ignore[arg-type]

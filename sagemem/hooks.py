@@ -146,6 +146,8 @@ def handle(
             if any(marker in query for marker in OWN_MARKERS):
                 return None
         settings = load_settings(scopes[0].state_dir, env)
+        if fired in START_EVENTS and settings.dream_auto:
+            _dream_if_due(scopes[0], settings)
         injection = inject_set(
             scopes,
             query,
@@ -235,6 +237,17 @@ def _session_start(scopes: list[Scope]) -> list[tuple[str, str]]:
         except Exception as exc:  # `check` reports it too
             _log(scope.state_dir, f"archive check at session start failed: {type(exc).__name__}: {exc}")
     return care
+
+
+def _dream_if_due(scope: Scope, settings: Any) -> None:
+    """The automatic dream trigger (opt-in): a detached run when one is due, never a wait."""
+    try:
+        from .dream.auto import maybe_start
+
+        if maybe_start(scope, settings):
+            _log(scope.state_dir, f"dream: a {settings.dream_auto} run started in the background")
+    except Exception as exc:  # noqa: BLE001 - the session goes on without it
+        _log(scope.state_dir, f"dream trigger failed: {type(exc).__name__}: {exc}")
 
 
 def _file_tool(

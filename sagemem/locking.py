@@ -61,5 +61,9 @@ def exclusive(path: Path, timeout: float) -> Iterator[None]:
         os.close(fd)
 
 
+class LockTimeout(SagememError):
+    """Another process held the lock for longer than the caller would wait."""
+
+
 def _timed_out(path: Path, timeout: float) -> SagememError:
-    return SagememError(f"{path.stem}: another process has held the lock for {timeout:.0f} s")
+    return LockTimeout(f"{path.stem}: another process has held the lock for {timeout:.0f} s")

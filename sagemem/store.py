@@ -336,6 +336,40 @@ class MemoryStore:
             text = parts.head + parts.matter + parts.tail + body
         return self._write(current.file, text, expected_version, writer, reason, keep_eol=True)
 
+    def put_back(
+        self, file: str, data: bytes, *, expected_version: str, writer: str = "", reason: str = ""
+    ) -> None:
+        """Write bytes a memory had before (a rollback) back byte for byte, guarded like any
+        write: no format rule applies, since these are bytes the file already had."""
+        file = check_name(file)
+        guard.check_version(expected_version)
+        guard.guarded_write(
+            self.memory_dir / file,
+            data,
+            expected_version,
+            state_dir=self.state_dir,
+            writer=writer,
+            reason=reason,
+            lock_dir=self.lock_dir,
+        )
+        with contextlib.suppress(SagememError, OSError):  # an unparsable memory has no index line
+            self._upsert_index(file)
+
+    def index_bytes(self) -> bytes | None:
+        """MEMORY.md's bytes as they are (None: there is none)."""
+        path = self._index_path()
+        return None if path is None else guard.on_disk(path)
+
+    def put_back_index(self, data: bytes, *, expected: bytes | None) -> bool:
+        """Write MEMORY.md's earlier bytes back (a rollback), only if it still holds
+        `expected`; False (nothing written) when someone changed it meanwhile."""
+        path = self._index_path() or self.memory_dir / INDEX_NAME
+        with self._lock(path):
+            if guard.on_disk(path) != expected:
+                return False
+            write_atomic(path, data)
+        return True
+
     def take_out(self, file: str, *, expected_version: str, writer: str = "") -> None:
         """Remove a memory whose bytes now live on in another scope (`MemorySet.move`), and
         its index line; only if it is still `expected_version` (else `VersionConflict`, the
@@ -390,10 +424,16 @@ class MemoryStore:
                 continue
         return found
 
-    def archive(self, file: str, *, reason: str = "") -> Memory:
+    def archive(
+        self, file: str, *, reason: str = "", expected_version: str | None = None, writer: str = ""
+    ) -> Memory:
         """Move a memory to `archive/` with `archived_at` and `archived_reason` in its
         frontmatter, and drop its index line. The copy is written before the original is
-        removed. Refused (nothing changed) for locked, reserved, missing or already archived."""
+        removed. Refused (nothing changed) for locked, reserved, missing or already archived;
+        with `expected_version`, also when the file is no longer that version (`VersionConflict`,
+        the attempt recorded)."""
+        if expected_version is not None:
+            guard.check_version(expected_version)
         try:
             file = self.resolve(file)
         except MemoryNotFound:
@@ -407,6 +447,10 @@ class MemoryStore:
             raise archive_module.ArchiveRefused(f"{file}: exists in {archive_module.ARCHIVE_DIR}/ already")
         source = self.memory_dir / file
         with self._lock(source):
+            if expected_version is not None:
+                guard.refuse_if_changed(
+                    source, expected_version, self.state_dir, writer, f"archive: {reason}"
+                )
             text = archive_module.with_trace(decode(file, read_bytes(source)), file, reason)
             folder.mkdir(exist_ok=True)
             write_atomic(folder / file, text.encode("utf-8"), create_only=True)

@@ -52,8 +52,10 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from . import dream
 from .archive import ARCHIVE_DIR
 from .config import STATE_DIR_NAME, Scope
+from .dream import report as dream_report
 from .errors import MemoryNotFound, SagememError, VersionConflict
 from .files import read_bytes
 from .memory_set import AmbiguousName, MemorySet, ScopeNotFound
@@ -249,6 +251,44 @@ class App:
             ]
         }
 
+    def dreams(self, _query: dict[str, str]) -> dict[str, Any]:
+        """Every dream run of every scope, oldest first, with what it did."""
+        return {
+            "runs": [
+                {
+                    **{
+                        k: m.get(k)
+                        for k in (
+                            "mode",
+                            "status",
+                            "stop",
+                            "model",
+                            "started",
+                            "finished",
+                            "rounds",
+                            "tokens",
+                        )
+                    },
+                    "id": self._id(store, m["id"]),
+                    "scope": store.scope,
+                    "changes": len(m.get("changes", [])),
+                    "proposals": len(m.get("proposals", [])),
+                    "refused": len(m.get("refused", [])),
+                    "source": m.get("source"),
+                    "applied_by": m.get("applied_by"),
+                    "rollbacks": len(m.get("rollbacks", [])),
+                }
+                for store, _ in self._scopes()
+                for m in dream.runs(store)
+            ]
+        }
+
+    def dream_run(self, query: dict[str, str]) -> dict[str, Any]:
+        """One run: its report, as a person reads it, and its manifest."""
+        store, run_id = self._owner(query.get("id"), _holds_run)
+        manifest = dream.show(store, run_id)
+        return {"report": dream_report.text(manifest), "manifest": manifest}
+
     def conflicts(self, _query: dict[str, str]) -> dict[str, Any]:
         return {
             "conflicts": [
@@ -365,6 +405,31 @@ class App:
             outcome[key] = [self.memories.name(store, f) for f in outcome[key]]
         return outcome
 
+    def dream_rollback(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Undo a dream run: `files` (only what it changed) or `all` (its snapshot)."""
+        mode = str(body.get("scope") or "files")
+        if mode not in ("files", "all"):
+            raise Refused(HTTPStatus.BAD_REQUEST, "scope must be files or all")
+        store, run_id = self._owner(body.get("id"), _holds_run)
+        done = dream.rollback(store, run_id, scope=mode)
+        for key in ("restored", "archived", "retired", "kept"):
+            if key in done:
+                done[key] = [self.memories.name(store, f) if f != "MEMORY.md" else f for f in done[key]]
+        done["protection"] = self._id(store, done["protection"])
+        return done
+
+    def dream_apply(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Carry out a report run's proposals, as reviewed (no model is asked)."""
+        store, run_id = self._owner(body.get("id"), _holds_run)
+        manifest = dream.apply_proposals(store, run_id)
+        return {
+            "id": self._id(store, manifest["id"]),
+            "status": manifest["status"],
+            "stop": manifest["stop"],
+            "changes": [self.memories.name(store, c["file"]) for c in manifest["changes"]],
+            "refused": [r["why"] for r in manifest["refused"]],
+        }
+
     def resolve(self, body: dict[str, Any]) -> dict[str, Any]:
         keep = str(body.get("keep") or "")
         if keep not in ("disk", "proposed"):
@@ -477,6 +542,8 @@ GET_ROUTES = {
     "/api/health": App.health,
     "/api/snapshots": App.snapshots,
     "/api/conflicts": App.conflicts,
+    "/api/dream": App.dreams,
+    "/api/dream/run": App.dream_run,
 }
 POST_ROUTES = {
     "/api/save": App.save,
@@ -489,6 +556,8 @@ POST_ROUTES = {
     "/api/fix": App.fix,
     "/api/rollback": App.rollback,
     "/api/conflicts/resolve": App.resolve,
+    "/api/dream/rollback": App.dream_rollback,
+    "/api/dream/apply": App.dream_apply,
 }
 
 
@@ -511,6 +580,10 @@ def _has_archived(store: MemoryStore, file: str) -> bool:
 
 def _holds_conflict(store: MemoryStore, conflict_id: str) -> bool:
     return any(c.id == conflict_id for c in store.conflicts())
+
+
+def _holds_run(store: MemoryStore, run_id: str) -> bool:
+    return any(m["id"] == run_id for m in dream.runs(store))
 
 
 def _holds_snapshot(store: MemoryStore, snapshot_id: str) -> bool:

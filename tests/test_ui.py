@@ -755,3 +755,34 @@ def test_a_damaged_second_scope_is_named_and_the_others_are_shown(
     status, data = scoped.get("/api/overview")
     assert status == 200 and data["troubles"] and all(t.startswith("user: ") for t in data["troubles"])
     assert {"project:project_studio_opening.md", "user:user_pnpm.md"} <= {m["file"] for m in data["memories"]}
+
+
+def test_dream_runs_are_listed_shown_applied_and_rolled_back(client: Client, store: MemoryStore) -> None:
+    from sagemem.dream import dream
+
+    from .fake_openai import calls, final, serving
+
+    path = store.memory_dir / "project_old_plan.md"
+    original = path.read_bytes()
+    script = [
+        calls(("read_memory", {"file": "project_old_plan.md"})),
+        calls(("propose_archive", {"file": "project_old_plan.md", "reason": "the plan was replaced"})),
+        final("Proposed one archive."),
+    ]
+    with serving(script) as fake:
+        run = dream(store, base_url=fake.url, model="fake-model")
+    status, data = client.get("/api/dream")
+    assert status == 200 and [(r["id"], r["mode"], r["proposals"]) for r in data["runs"]] == [
+        (run["id"], "report", 1)
+    ]
+    status, shown = client.get(f"/api/dream/run?id={run['id']}")
+    assert (
+        status == 200 and "the plan was replaced" in shown["report"] and shown["manifest"]["id"] == run["id"]
+    )
+    assert client.get("/api/dream/run?id=../../etc")[0] == 400
+    status, applied = client.post("/api/dream/apply", {"id": run["id"]})
+    assert status == 200 and applied["changes"] == ["project_old_plan.md"] and not path.exists()
+    assert client.post("/api/dream/apply", {"id": run["id"]})[0] == 400  # applied already
+    assert client.post("/api/dream/rollback", {"id": applied["id"], "scope": "some"})[0] == 400
+    status, undone = client.post("/api/dream/rollback", {"id": applied["id"], "scope": "files"})
+    assert status == 200 and undone["restored"][0] == "project_old_plan.md" and path.read_bytes() == original

@@ -269,3 +269,31 @@ def test_the_scope_chips_show_every_scope_and_filter_the_list(tmp_path: Path, sh
         wait(driver, ready.presence_of_element_located((By.ID, "raw")))
         assert (user.memory_dir / "reference_registry.md").is_file()
         assert not (root / ".sagemem" / "memory" / "reference_registry.md").exists()
+
+
+def test_the_dream_page_shows_a_run_s_report_and_applies_its_proposals(
+    store: MemoryStore, shots: Path
+) -> None:
+    from sagemem.dream import dream
+
+    from .fake_openai import calls, final, serving
+
+    script = [
+        calls(("read_memory", {"file": "project_old_plan.md"})),
+        calls(("propose_archive", {"file": "project_old_plan.md", "reason": "the plan was replaced"})),
+        final("Proposed one archive."),
+    ]
+    with serving(script) as fake:
+        run = dream(store, base_url=fake.url, model="fake-model")
+    with page(store) as browser:
+        browser.execute_script("window.confirm = () => true")
+        browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="dream"]').click()
+        row = wait(browser, ready.presence_of_element_located((By.CSS_SELECTOR, "#dream-runs tr")))
+        assert run["id"] in row.text and "report" in row.text
+        row.find_element(By.XPATH, ".//button[text()='Report']").click()
+        wait(browser, lambda d: "the plan was replaced" in d.find_element(By.ID, "dream-report").text)
+        browser.save_screenshot(str(shots / "ui-dream.png"))
+        row.find_element(By.XPATH, ".//button[text()='Apply the proposals']").click()
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dream-runs tr")) == 2)
+    assert not (store.memory_dir / "project_old_plan.md").exists()
+    assert (store.memory_dir / "archive" / "project_old_plan.md").is_file()

@@ -31,6 +31,10 @@ const TEXT = {
   timeline: ["Memories by last update", "按最后更新时间"], broken: ["Files that are not memories", "不是记忆的文件"],
   scope: ["Scope", "范围"], allScopes: ["all scopes", "全部范围"],
   byType: ["by type, as sagemem new does", "按类型（同 sagemem new）"],
+  dream: ["Dream", "整理"], noDreams: ["No dream runs yet: `sagemem dream` starts one (report mode changes nothing).", "还没有整理记录：运行 `sagemem dream` 开始一次（只出报告的模式不会改动任何东西）。"],
+  report: ["Report", "报告"], applyProposals: ["Apply the proposals", "应用建议"],
+  confirmApply: ["Carry out the {n} proposals of run {id}? A snapshot is taken first; a memory edited since is left alone.", "执行整理 {id} 的 {n} 条建议？会先创建快照；之后被改过的记忆不会被覆盖。"],
+  confirmDreamRollback: ["Undo dream run {id} ({scope})? The present is snapshotted first; nothing is deleted.", "撤销整理 {id}（{scope}）？会先为当前状态创建快照；不会删除任何文件。"],
 };
 const t = (key, vars = {}) => (TEXT[key] ? TEXT[key][ZH ? 1 : 0] : key).replace(/\{(\w+)\}/g, (_, k) => String(vars[k]));
 const COLORS = { user: "var(--user)", feedback: "var(--feedback)", project: "var(--project)", reference: "var(--reference)" };
@@ -91,7 +95,7 @@ function show(tab) {
   const main = document.getElementById("main");
   main.replaceChildren();
   ({ memories: listPage, candidates: candidatesPage, health: healthPage, snapshots: snapshotsPage,
-     conflicts: conflictsPage, stars: starsPage })[tab](main);
+     conflicts: conflictsPage, dream: dreamPage, stars: starsPage })[tab](main);
 }
 
 function dot(type) { return h("span", { class: "type", style: `background:${COLORS[type] || "var(--other)"}`, "aria-hidden": "true" }); }
@@ -317,6 +321,36 @@ async function snapshotsPage(main) {
         } catch (e) { say(e.message, true); }
       } }, t("rollback"))));
   }))));
+}
+
+async function dreamPage(main) {
+  const { runs } = await api("/api/dream");
+  if (!runs.length) { main.append(h("p", { id: "dream-none" }, t("noDreams"))); return; }
+  const shown = h("pre", { id: "dream-report", class: "report" });
+  main.append(h("table", { id: "dream-runs" }, h("tbody", {}, runs.map((r) => {
+    const actions = [h("button", { type: "button", onclick: async () => {
+      try { shown.textContent = (await api(`/api/dream/run?id=${encodeURIComponent(r.id)}`)).report; } catch (e) { say(e.message, true); }
+    } }, t("report"))];
+    if (r.mode === "report" && r.proposals && !r.applied_by) {
+      actions.push(" ", h("button", { type: "button", onclick: async () => {
+        if (!confirm(t("confirmApply", { id: r.id, n: r.proposals }))) return;
+        try { const done = await api("/api/dream/apply", { id: r.id }); say(`${done.id}: ${done.status} · ${done.changes.join(", ") || "—"}`); show("dream"); } catch (e) { say(e.message, true); }
+      } }, t("applyProposals")));
+    }
+    if (r.changes) {
+      const scope = h("select", { "aria-label": "scope" }, h("option", { value: "files" }, "files"), h("option", { value: "all" }, "all"));
+      actions.push(" ", scope, " ", h("button", { type: "button", class: "danger", onclick: async () => {
+        if (!confirm(t("confirmDreamRollback", { id: r.id, scope: scope.value }))) return;
+        try {
+          const done = await api("/api/dream/rollback", { id: r.id, scope: scope.value });
+          say(["restored", "archived", "retired", "conflicts"].filter((k) => (done[k] || []).length).map((k) => `${k}: ${done[k].join(", ")}`).join(" · ") || "—");
+          await load(); show("dream");
+        } catch (e) { say(e.message, true); }
+      } }, t("rollback")));
+    }
+    return h("tr", {}, h("td", { class: "file" }, r.id), h("td", {}, r.started || ""), h("td", {}, `${r.mode} · ${r.status}${r.stop ? " (" + r.stop + ")" : ""}`),
+      h("td", {}, `${r.changes} / ${r.proposals}`), h("td", {}, r.model || ""), h("td", {}, ...actions));
+  }))), shown);
 }
 
 async function conflictsPage(main) {

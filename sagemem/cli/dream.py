@@ -1,0 +1,154 @@
+"""`sagemem dream`: consolidation by a model, report first; list, show, apply, rollback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .base import _Context, _print_json, cli, json_option, pass_ctx, say
+
+
+@cli.group(invoke_without_command=True)
+@click.option(
+    "--apply", "apply_", is_flag=True, help="Let the model change the directory (after a snapshot)."
+)
+@click.option("--scope", metavar="SCOPE", help="The scope to tidy (project, user ...; see `sagemem path`).")
+@click.option("--model", help="Model name (else SAGEMEM_DREAM_MODEL, the dream_model setting).")
+@click.option("--base-url", help="OpenAI-compatible endpoint (else SAGEMEM_DREAM_BASE_URL, OPENAI_BASE_URL).")
+@click.option("--max-rounds", type=click.IntRange(1, 200), help="Model requests at most (default 24).")
+@click.option(
+    "--sessions",
+    is_flag=True,
+    help="Let the model search past sessions' transcripts (sends conversation text to it).",
+)
+@json_option
+@click.pass_context
+def dream(
+    click_ctx: click.Context,
+    apply_: bool,
+    scope: str | None,
+    model: str | None,
+    base_url: str | None,
+    max_rounds: int | None,
+    sessions: bool,
+    as_json: bool,
+) -> None:
+    """A model tidies the memory directory: merges duplicates, archives what was
+    contradicted, fixes links and dates. Report mode unless --apply: nothing changes, the
+    proposals go to a report (`dream apply RUN` carries them out after review).
+
+    \b
+    Example:
+        sagemem dream --base-url https://api.deepseek.com --model deepseek-chat
+    """
+    if click_ctx.invoked_subcommand is not None:
+        return
+    from ..dream import dream as run
+
+    ctx: _Context = click_ctx.find_object(_Context)
+    if scope:
+        ctx.only = scope
+    manifest = run(
+        ctx.store, apply=apply_, model=model, base_url=base_url, max_rounds=max_rounds, sessions=sessions
+    )
+    if as_json:
+        return _print_json(manifest)
+    _summary(ctx, manifest)
+
+
+@dream.command("list")
+@json_option
+@pass_ctx
+def dream_list(ctx: _Context, as_json: bool) -> None:
+    """Every run, oldest first."""
+    from ..dream import runs
+
+    found = runs(ctx.store)
+    if as_json:
+        return _print_json([{k: m.get(k) for k in _LISTED} for m in found])
+    for m in found:
+        say(
+            f"{m['id']}  {m['mode']:<6}  {m['status']:<8}  {len(m.get('changes', [])):>3} changes"
+            f"  {len(m.get('proposals', [])):>3} proposals  {m.get('model') or '-'}"
+        )
+
+
+@dream.command("show")
+@click.argument("run_id")
+@json_option
+@pass_ctx
+def dream_show(ctx: _Context, run_id: str, as_json: bool) -> None:
+    """One run's manifest (--json) or its report."""
+    from ..dream import report, show
+
+    manifest = show(ctx.store, run_id)
+    if as_json:
+        return _print_json(manifest)
+    click.echo(report.text(manifest), nl=False)
+
+
+@dream.command("apply")
+@click.argument("run_id")
+@json_option
+@pass_ctx
+def dream_apply(ctx: _Context, run_id: str, as_json: bool) -> None:
+    """Carry out a report run's proposals as reviewed, without asking the model again."""
+    from ..dream import apply_proposals
+
+    manifest = apply_proposals(ctx.store, run_id)
+    if as_json:
+        return _print_json(manifest)
+    _summary(ctx, manifest)
+
+
+@dream.command("rollback")
+@click.argument("run_id")
+@click.option(
+    "--scope",
+    type=click.Choice(["files", "all"]),
+    default="files",
+    show_default=True,
+    help="files: only what the run changed; all: the whole directory as before the run.",
+)
+@json_option
+@pass_ctx
+def dream_rollback(ctx: _Context, run_id: str, scope: str, as_json: bool) -> None:
+    """Undo a run (the present is snapshotted first; nothing is deleted)."""
+    from ..dream import rollback
+
+    done = rollback(ctx.store, run_id, scope=scope)
+    if as_json:
+        return _print_json(done)
+    say(f"rolled back dream {run_id} (the present is kept as snapshot {done['protection']})")
+    for key in ("restored", "archived", "retired", "kept", "conflicts"):
+        if done.get(key):
+            say(f"{key}: {', '.join(done[key])}")
+
+
+_LISTED = (
+    "id",
+    "mode",
+    "status",
+    "stop",
+    "model",
+    "started",
+    "finished",
+    "rounds",
+    "tokens",
+    "snapshot",
+    "source",
+)
+
+
+def _summary(ctx: _Context, m: dict[str, Any]) -> None:
+    say(f"dream {m['id']} ({m['mode']}): {m['status']}" + (f", {m['stop']}" if m.get("stop") else ""))
+    changes, proposals = len(m["changes"]), len(m["proposals"])
+    say(f"{m['rounds']} rounds, {m['tokens']} tokens; {changes} changes, {proposals} proposals")
+    for c in m["changes"]:
+        say(f"  {c['op']:<7} {c['file']}  {c['reason'] or '(no reason given)'}")
+    for p in m["proposals"]:
+        say(f"  propose {p['op']:<7} {p['file']}  {p['reason'] or '(no reason given)'}")
+    if m["refused"]:
+        say(f"{len(m['refused'])} refused calls (see the report)")
+    say(f"report: {ctx.store.memory_dir / 'dream' / (m['id'] + '.md')}")

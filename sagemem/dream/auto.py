@@ -1,0 +1,105 @@
+"""The automatic trigger: SessionStart starts a dream run in the background when one is due.
+
+Off unless `SAGEMEM_DREAM_AUTO` is `report` or `apply` (the environment only: a settings
+file can come with a clone). A run is due when `dream_min_hours` have passed since the last
+one and `dream_min_sessions` sessions have started since. The check reads one small file
+and lists the sessions folder; the run itself is a detached process, so the hook never
+waits for it, and the run's own lock keeps two from overlapping. Imported by the hook only
+when the trigger is on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..config import Scope, Settings
+from ..errors import SagememError
+from ..files import read_state, safe_folder, write_atomic
+
+STATE = "auto.json"  # {"last": when the last run ended, "started": when the trigger last fired}
+THROTTLE_SECONDS = 600  # a run just started is not started again while it may still be running
+# The runs this process started: never waited for (the hook must not wait), but held, so that
+# Python does not warn of a running child when the object would be collected.
+started: list[subprocess.Popen[bytes]] = []
+
+
+def record_run(state_dir: Path, when: float | None = None) -> None:
+    """Note that a run ended (any run, started by hand or by the trigger)."""
+    state = _state(state_dir)
+    state["last"] = time.time() if when is None else when
+    _save(state_dir, state)
+
+
+def due(state_dir: Path, settings: Settings, now: float | None = None) -> bool:
+    now = time.time() if now is None else now
+    state = _state(state_dir)
+    last, started = float(state.get("last") or 0), float(state.get("started") or 0)
+    if now - started < THROTTLE_SECONDS or now - last < settings.dream_min_hours * 3600:
+        return False
+    return _sessions_since(state_dir, last, settings.dream_min_sessions) >= settings.dream_min_sessions
+
+
+def maybe_start(scope: Scope, settings: Settings, now: float | None = None) -> bool:
+    """Start a run in the background if one is due; whether one was started."""
+    if settings.dream_auto not in ("report", "apply") or not due(scope.state_dir, settings, now):
+        return False
+    state = _state(scope.state_dir)
+    state["started"] = time.time() if now is None else now
+    _save(scope.state_dir, state)
+    log = safe_folder(scope.state_dir, "dream") / "auto.log"
+    command = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "sagemem"]
+    command += ["--dir", str(scope.memory_dir), "--state-dir", str(scope.state_dir), "dream"]
+    command += ["--apply"] if settings.dream_auto == "apply" else []
+    command += ["--sessions"] if settings.dream_sessions else []
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(log, flags, 0o600)
+    try:
+        child = subprocess.Popen(  # noqa: S603 - our own command, no shell
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            cwd=scope.state_dir,  # not the project: a clone's own `sagemem/` is never imported
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+    started.append(child)
+    return True
+
+
+def _sessions_since(state_dir: Path, since: float, enough: int) -> int:
+    """Sessions whose ledger changed since `since`, counted up to `enough`."""
+    count = 0
+    try:
+        with os.scandir(state_dir / "sessions") as entries:
+            for entry in entries:
+                if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
+                    if entry.stat(follow_symlinks=False).st_mtime >= since:
+                        count += 1
+                        if count >= enough:
+                            break
+    except OSError:
+        return 0
+    return count
+
+
+def _state(state_dir: Path) -> dict[str, float]:
+    try:
+        raw = read_state(state_dir / "dream" / STATE, 4096, under=state_dir)
+        found = json.loads(raw or b"{}")
+    except (OSError, SagememError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _save(state_dir: Path, state: dict[str, float]) -> None:
+    write_atomic(safe_folder(state_dir, "dream") / STATE, json.dumps(state).encode(), durable=False)

@@ -1,0 +1,99 @@
+"""The report of a dream run a person reads: `<memory dir>/dream/<run id>.md`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..files import safe_folder, write_atomic
+from . import record
+
+
+def write(memory_dir: Path, manifest: dict[str, Any]) -> Path:
+    """Write (or rewrite) the run's report; returns its path."""
+    place = safe_folder(memory_dir, "dream") / f"{record.check_id(manifest['id'])}.md"
+    write_atomic(place, text(manifest).encode("utf-8"))
+    return place
+
+
+def text(m: dict[str, Any]) -> str:
+    lines = [
+        f"# Dream run {m['id']}",
+        "",
+        f"- mode: {m['mode']}" + (f" (proposals of run {m['source']})" if m.get("source") else ""),
+        f"- model: {m.get('model') or '-'} at {m.get('base_url') or '-'}"
+        + ("" if m.get("model_checked", True) else " (the endpoint lists no models: not checked)"),
+        f"- status: {m['status']}" + (f": {m['stop']}" if m.get("stop") else ""),
+        f"- rounds: {m.get('rounds', 0)}, tokens: {m.get('tokens', 0)}",
+        f"- started {m.get('started', '?')}, finished {m.get('finished') or '-'}",
+        f"- snapshot before the first change: {m.get('snapshot') or '-'}",
+    ]
+    if m.get("summary"):
+        lines += ["", "## What the model says", "", m["summary"].strip()]
+    changes = m.get("changes", [])
+    lines += ["", f"## Changes ({len(changes)})", ""]
+    if changes:
+        lines += ["| # | file | op | reason | bytes before → after |", "|---|---|---|---|---|"]
+        for c in changes:
+            reason = c["reason"] or "**no reason given**"
+            size = f"{_bytes(c['before'])} → {_bytes(c['after'])}"
+            lines.append(f"| {c['seq']} | `{c['file']}` | {c['op']} | {_cell(reason)} | {size} |")
+        lines += [
+            "",
+            f"Undo: `sagemem dream rollback {m['id']}` (only these files; `--scope all`: the whole"
+            " directory as before the run).",
+        ]
+    else:
+        lines.append("None.")
+    proposals = m.get("proposals", [])
+    if m["mode"] == "report":
+        lines += ["", f"## Proposals ({len(proposals)})", ""]
+        for i, p in enumerate(proposals, 1):
+            lines.append(f"{i}. {p['op']} `{p['file']}`: {p['reason'] or '**no reason given**'}")
+            if p["op"] == "write":
+                lines += [
+                    "",
+                    "   ```markdown",
+                    *("   " + line for line in p["content"].splitlines()),
+                    "   ```",
+                    "",
+                ]
+        if proposals:
+            lines += ["", f"Apply them, after review: `sagemem dream apply {m['id']}`."]
+        else:
+            lines.append("None: the model found nothing to change.")
+    refused = m.get("refused", [])
+    if refused:
+        lines += ["", f"## Refused calls ({len(refused)})", ""]
+        lines += [f"- {r['tool']} {_args(r['args'])}: {r['why']}" for r in refused]
+    for key, title in (("audit_before", "Health before"), ("audit_after", "Health after")):
+        if m.get(key) is not None:
+            lines += ["", f"## {title}", "", _audit(m[key])]
+    for rollback in m.get("rollbacks", []):
+        lines += ["", f"## Rolled back {rollback['at']} (scope {rollback['scope']})", ""]
+        for key in ("restored", "archived", "conflicts", "retired", "kept"):
+            if rollback.get(key):
+                lines.append(f"- {key}: {', '.join(rollback[key])}")
+    return "\n".join(lines) + "\n"
+
+
+def _bytes(stamp: dict[str, Any] | None) -> str:
+    return "-" if stamp is None else str(stamp["bytes"])
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v['cut'] + '…' if isinstance(v, dict) else v}" for k, v in args.items())[:300]
+
+
+def _audit(audit: dict[str, Any]) -> str:
+    if not audit.get("findings"):
+        return f"No findings in {audit.get('files', 0)} files."
+    counts: dict[str, int] = {}
+    for f in audit["findings"]:
+        counts[f["check"]] = counts.get(f["check"], 0) + 1
+    listed = ", ".join(f"{check} {n}" for check, n in sorted(counts.items()))
+    return f"{audit['problems']} problem(s) in {audit['files']} files: {listed}."
