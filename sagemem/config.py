@@ -335,6 +335,14 @@ _RANGES: dict[str, tuple[str, float, float]] = {
 }
 
 
+_SPENDING = {
+    "dream_max_rounds": min,
+    "dream_max_tokens": min,
+    "dream_min_hours": max,
+    "dream_min_sessions": max,
+}
+
+
 def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     stored: dict[str, object] = {}
@@ -348,9 +356,13 @@ def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Sett
     defaults = Settings()
     for name, (variable, low, high) in _RANGES.items():
         kind = type(getattr(defaults, name))
-        for raw in (env.get(variable), stored.get(name)):
+        for raw, source in ((env.get(variable), "environment"), (stored.get(name), "settings")):
             value = _number(raw, kind)
             if value is not None and low <= value <= high:
+                # A settings file (a clone may bring one) can make dream runs rarer and
+                # smaller than the defaults, never more frequent or costlier.
+                if source == "settings" and name in _SPENDING:
+                    value = _SPENDING[name](value, getattr(defaults, name))
                 values[name] = value
                 break
     lang = env.get("SAGEMEM_LANG") or stored.get("lang")

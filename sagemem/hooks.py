@@ -147,7 +147,7 @@ def handle(
                 return None
         settings = load_settings(scopes[0].state_dir, env)
         if fired in START_EVENTS and settings.dream_auto:
-            _dream_if_due(scopes[0], settings)
+            _dream_if_due(scopes[0], settings, cwd, env)
         injection = inject_set(
             scopes,
             query,
@@ -239,12 +239,12 @@ def _session_start(scopes: list[Scope]) -> list[tuple[str, str]]:
     return care
 
 
-def _dream_if_due(scope: Scope, settings: Any) -> None:
+def _dream_if_due(scope: Scope, settings: Any, cwd: Path, env: Mapping[str, str] | None) -> None:
     """The automatic dream trigger (opt-in): a detached run when one is due, never a wait."""
     try:
         from .dream.auto import maybe_start
 
-        if maybe_start(scope, settings):
+        if maybe_start(scope, settings, cwd=cwd, env=env):
             _log(scope.state_dir, f"dream: a {settings.dream_auto} run started in the background")
     except Exception as exc:  # noqa: BLE001 - the session goes on without it
         _log(scope.state_dir, f"dream trigger failed: {type(exc).__name__}: {exc}")

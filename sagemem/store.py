@@ -943,7 +943,7 @@ class MemoryStore:
         if not keep_eol:
             text = to_lf(text)
         memory = validate_for_write(file, text, whole=whole)
-        self._refuse_new_secrets(file, text)
+        self.refuse_new_secrets(file, text)
         version = guard.guarded_write(
             self.memory_dir / file,
             text.encode("utf-8"),
@@ -964,7 +964,7 @@ class MemoryStore:
             )
         return memory
 
-    def _refuse_new_secrets(self, file: str, text: str) -> None:
+    def refuse_new_secrets(self, file: str, text: str) -> None:
         """Refuse content that adds a likely secret: memory is committed and put into prompts.
         A secret the file on disk already holds does not count, so an old file can still be
         edited (`check` reports it, and the person moves it out)."""

@@ -164,6 +164,8 @@ def test_apply_mode_merges_and_archives_behind_a_snapshot_and_rolls_back(store: 
         k: v for k, v in before.items() if k != "MEMORY.md"
     }
     assert after["MEMORY.md"] == before["MEMORY.md"]
+    with pytest.raises(Exception, match="rolled back already"):
+        rollback(store, manifest["id"])
 
 
 def test_rollback_leaves_a_file_edited_after_the_run_and_restores_the_rest(store: MemoryStore) -> None:
@@ -536,3 +538,245 @@ def test_scope_chooses_the_directory_of_the_memory_set(
         default = json.loads(runner.invoke(cli, args).stdout)
     assert chosen["memory_dir"] == str(user.memory_dir) and [m["id"] for m in runs(user)] == [chosen["id"]]
     assert default["memory_dir"] == str(project.memory_dir)
+
+
+# -- hostile and broken input ------------------------------------------------------------------
+
+
+def test_a_run_killed_mid_way_has_declared_its_changes_and_rolls_back(store: MemoryStore) -> None:
+    before = files_of(store)
+    with serving(
+        [
+            calls(("read_memory", {"file": "project_deploy.md"})),
+            calls(("write_memory", {"file": "project_deploy.md", "content": MERGED, "reason": "merge"})),
+            lambda _request: (time.sleep(30), final("late"))[1],
+        ]
+    ) as server:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "sagemem", "--dir", str(store.memory_dir), "dream", "--apply"]
+            + ["--base-url", server.url, "--model", "fake-model"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(server.requests) < 3:
+            time.sleep(0.1)
+        child.kill()
+        child.wait(timeout=10)
+    (manifest,) = runs(store)
+    assert manifest["status"] == "running" and [c["file"] for c in manifest["changes"]] == [
+        "project_deploy.md"
+    ]
+    listed = CliRunner().invoke(cli, ["--dir", str(store.memory_dir), "dream", "list"])
+    assert "interrupted" in listed.stdout
+    rollback(store, manifest["id"])
+    assert files_of(store) == before
+
+
+def test_a_memory_archived_by_a_person_after_the_read_is_not_brought_back(store: MemoryStore) -> None:
+    def person_archives(_request: dict[str, Any]) -> dict[str, Any]:
+        store.archive("project_deploy.md", reason="done with it")
+        return calls(("write_memory", {"file": "project_deploy.md", "content": MERGED, "reason": "merge"}))
+
+    script = [calls(("read_memory", {"file": "project_deploy.md"})), person_archives, final("done")]
+    with serving(script) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    assert manifest["changes"] == [] and "gone since you read it" in manifest["refused"][0]["why"]
+    assert not (store.memory_dir / "project_deploy.md").exists()
+    assert [c.file for c in store.conflicts()] == ["project_deploy.md"]
+
+
+def test_odd_arguments_are_refused_and_the_run_goes_on(store: MemoryStore) -> None:
+    weird = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "read_memory", "arguments": "[" * 100_000},
+    }
+    script: list[Any] = [
+        calls(("read_memory", {"file": "project_deploy.md"})),
+        calls(
+            (
+                "write_memory",
+                {"file": "project_deploy.md", "content": "bad \ud800 text", "reason": "r \ud800"},
+            )
+        ),
+        calls(("read_memory", {"file": 7}), ("archive_memory", {"file": ["x"], "reason": "r"})),
+        {**calls(), "choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": [weird]}}]},
+        final("done \ud800"),
+    ]
+    with serving(script) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    assert manifest["status"] == "done" and manifest["changes"] == []
+    whys = [r["why"] for r in manifest["refused"]]
+    assert "not valid Unicode" in whys[0] and "not valid JSON" in whys[-1] and len(whys) == 4
+    assert (
+        json.loads((store.state_dir / "dream" / manifest["id"] / "manifest.json").read_text())["status"]
+        == "done"
+    )
+    assert (store.memory_dir / "dream" / f"{manifest['id']}.md").is_file()
+
+
+def test_a_memory_read_only_in_part_is_not_rewritten_whole(store: MemoryStore) -> None:
+    long = (
+        DEPLOY["project_deploy.md"] + "\n".join(f"step {i}: check the dashboard" for i in range(2000)) + "\n"
+    )
+    (store.memory_dir / "project_deploy.md").write_text(long)
+    script = [
+        calls(("read_memory", {"file": "project_deploy.md"})),
+        calls(("write_memory", {"file": "project_deploy.md", "content": MERGED, "reason": "shorter"})),
+        final("done"),
+    ]
+    with serving(script) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    assert "only in part" in manifest["refused"][0]["why"]
+    assert (store.memory_dir / "project_deploy.md").read_text() == long
+
+
+def test_no_secret_reaches_the_report_or_the_manifest(store: MemoryStore) -> None:
+    key = "AKIA" + "Q3EGRP7XLNB2MZ5D"
+    leaky = MERGED + f"\naws_access_key_id = {key}\n"
+    script = [
+        calls(("read_memory", {"file": "project_deploy.md"})),
+        calls(("propose_write", {"file": "project_deploy.md", "content": leaky, "reason": "add the key"})),
+        final(f"I found the key {key} in the notes."),
+    ]
+    with serving(script) as server:
+        manifest = dream(store, base_url=server.url, model="fake-model")
+    assert manifest["proposals"] == [] and "keep secrets out of memory" in manifest["refused"][0]["why"]
+    report = (store.memory_dir / "dream" / f"{manifest['id']}.md").read_text()
+    saved = (store.state_dir / "dream" / manifest["id"] / "manifest.json").read_text()
+    assert key not in report and key not in saved
+
+
+def test_a_rollback_leaves_an_archived_copy_edited_after_the_run(store: MemoryStore) -> None:
+    with serving(merge_script()) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    copy = store.memory_dir / "archive" / "project_deploy_steps.md"
+    copy.write_text(copy.read_text() + "\nA note added in the archive.\n")
+    done = rollback(store, manifest["id"])
+    assert "project_deploy_steps.md (its archived copy changed after the run)" in done["conflicts"]
+    assert copy.read_text().endswith("A note added in the archive.\n")
+
+
+def test_a_memory_made_during_the_run_keeps_its_index_line_after_rollback(store: MemoryStore) -> None:
+    def person_adds(_request: dict[str, Any]) -> dict[str, Any]:
+        store.create(type="project", name="release train", description="Weekly release train")
+        return final("done")
+
+    script = [
+        calls(("read_memory", {"file": "project_deploy.md"})),
+        calls(("write_memory", {"file": "project_deploy.md", "content": MERGED, "reason": "merge"})),
+        person_adds,
+    ]
+    with serving(script) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    rollback(store, manifest["id"])
+    assert "project_release_train.md" in (store.memory_dir / "MEMORY.md").read_text()
+    assert (store.memory_dir / "project_deploy.md").read_text() == DEPLOY["project_deploy.md"]
+
+
+def test_names_the_run_archived_or_archive_holds_are_not_written(store: MemoryStore) -> None:
+    store.archive("user_profile.md", reason="old")
+    script = [
+        calls(("read_memory", {"file": "project_deploy_steps.md"})),
+        calls(
+            ("archive_memory", {"file": "project_deploy_steps.md", "reason": "duplicate"}),
+            ("write_memory", {"file": "project_deploy_steps.md", "content": MERGED, "reason": "again"}),
+            ("write_memory", {"file": "user_profile.md", "content": MERGED, "reason": "new"}),
+        ),
+        final("done"),
+    ]
+    with serving(script) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    assert [c["op"] for c in manifest["changes"]] == ["archive"]
+    assert ["archived in this run" in r["why"] or "in archive/" in r["why"] for r in manifest["refused"]] == [
+        True,
+        True,
+    ]
+    done = rollback(store, manifest["id"])
+    assert done["restored"][0] == "project_deploy_steps.md" and not done["conflicts"]
+
+
+def test_a_damaged_manifest_is_skipped_in_the_list_and_refused_by_name(store: MemoryStore) -> None:
+    with serving([final("nothing")]) as server:
+        good = dream(store, base_url=server.url, model="fake-model")
+    forged = store.state_dir / "dream" / "20261201-000000-dead"
+    forged.mkdir()
+    (forged / "manifest.json").write_text(
+        json.dumps({"schema": 1, "id": "20261201-000000-dead", "changes": 5})
+    )
+    assert [m["id"] for m in runs(store)] == [good["id"]]
+    with pytest.raises(Exception, match="not a dream manifest"):
+        rollback(store, "20261201-000000-dead")
+    listed = CliRunner().invoke(cli, ["--dir", str(store.memory_dir), "dream", "list"])
+    assert listed.exit_code == 0 and good["id"] in listed.stdout
+
+
+def test_a_link_for_the_report_folder_is_refused_and_the_run_still_declared(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (store.memory_dir / "dream").symlink_to(elsewhere)
+    with serving([final("nothing")]) as server:
+        manifest = dream(store, base_url=server.url, model="fake-model")
+    assert manifest["status"] == "done" and "symbolic link" in manifest["report_error"]
+    assert list(elsewhere.iterdir()) == []
+    from sagemem.dream import auto
+
+    assert not auto.due(store.state_dir, Settings(dream_min_sessions=1), time.time())  # the run counted
+
+
+def test_a_settings_file_cannot_steer_the_endpoint_or_the_spending(tmp_path: Path) -> None:
+    from sagemem.config import load_settings
+
+    (tmp_path / "settings.json").write_text(
+        json.dumps(
+            {
+                "dream_max_tokens": 50_000_000,
+                "dream_max_rounds": 200,
+                "dream_min_hours": 1,
+                "dream_model": "o1-pro",
+            }
+        )
+    )
+    loaded = load_settings(tmp_path, {})
+    assert (loaded.dream_max_tokens, loaded.dream_max_rounds, loaded.dream_min_hours) == (600_000, 24, 24)
+    assert load_settings(tmp_path, {"SAGEMEM_DREAM_MAX_ROUNDS": "80"}).dream_max_rounds == 80
+    env = {"SAGEMEM_DREAM_BASE_URL": "https://api.deepseek.com", "DEEPSEEK_API_KEY": "d"}
+    with pytest.raises(ModelError, match="no model"):
+        endpoint(loaded, env=env)  # the settings' model goes with the settings' endpoint only
+    plain = Settings(dream_base_url="http://api.openai.com:80/v1", dream_model="m")
+    with pytest.raises(ModelError, match="https"):
+        endpoint(plain, env={"OPENAI_API_KEY": "k"})
+    local = Settings(dream_base_url="http://127.0.0.1:3000/v1", dream_model="m")
+    assert endpoint(local, env={"OPENAI_API_KEY": "k"}).api_key == ""  # maybe the clone's own server
+    spoof = endpoint(
+        Settings(), base_url="https://deepseek.example/v1", model="m", env={"DEEPSEEK_API_KEY": "d"}
+    )
+    assert spoof.api_key == ""
+
+
+def test_the_trigger_never_waits_on_a_fifo_nor_runs_a_planted_sagemem(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    from sagemem.config import locate_scopes
+    from sagemem.dream import auto
+
+    (store.state_dir / "dream").mkdir(parents=True, exist_ok=True)
+    os.mkfifo(store.state_dir / "dream" / "auto.log")
+    planted = store.state_dir / "sagemem"
+    planted.mkdir()
+    marker = tmp_path / "planted-ran"
+    for name in ("__init__.py", "__main__.py"):
+        (planted / name).write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    (store.state_dir / "sessions").mkdir(parents=True, exist_ok=True)
+    (store.state_dir / "sessions" / "a.json").write_text("{}")
+    (scope,) = locate_scopes(store.memory_dir, store.state_dir)
+    settings = Settings(dream_auto="report", dream_min_sessions=1)
+    env = {**os.environ, "SAGEMEM_DREAM_BASE_URL": "http://127.0.0.1:9/v1", "SAGEMEM_DREAM_MODEL": "m"}
+    assert auto.maybe_start(scope, settings, env=env)
+    (child,) = auto.started
+    child.wait(timeout=60)
+    auto.started.clear()
+    assert not marker.exists() and child.returncode == 1  # the real sagemem ran, and found no server

@@ -62,9 +62,12 @@ def dream(
 @pass_ctx
 def dream_list(ctx: _Context, as_json: bool) -> None:
     """Every run, oldest first."""
-    from ..dream import runs
+    from ..dream import record, runs
 
     found = runs(ctx.store)
+    if any(m["status"] == "running" for m in found) and not record.held(ctx.store.state_dir):
+        for m in found:  # no run holds the lock: one still `running` was cut short
+            m["status"] = "interrupted" if m["status"] == "running" else m["status"]
     if as_json:
         return _print_json([{k: m.get(k) for k in _LISTED} for m in found])
     for m in found:
@@ -151,4 +154,9 @@ def _summary(ctx: _Context, m: dict[str, Any]) -> None:
         say(f"  propose {p['op']:<7} {p['file']}  {p['reason'] or '(no reason given)'}")
     if m["refused"]:
         say(f"{len(m['refused'])} refused calls (see the report)")
-    say(f"report: {ctx.store.memory_dir / 'dream' / (m['id'] + '.md')}")
+    if m.get("report_error"):
+        say(f"report: not written ({m['report_error']}); `sagemem dream show {m['id']}` prints it")
+    else:
+        from ..dream import report
+
+        say(f"report: {report.path(ctx.store, m['id'])}")

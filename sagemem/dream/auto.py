@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..config import Scope, Settings
@@ -44,27 +46,47 @@ def due(state_dir: Path, settings: Settings, now: float | None = None) -> bool:
     return _sessions_since(state_dir, last, settings.dream_min_sessions) >= settings.dream_min_sessions
 
 
-def maybe_start(scope: Scope, settings: Settings, now: float | None = None) -> bool:
-    """Start a run in the background if one is due; whether one was started."""
+# `python -c` with the current directory taken off the path: neither the project nor a state
+# directory that came with it can shadow the installed sagemem (on Python 3.10 too, which has
+# no `-P`).
+_BOOT = (
+    "import sys, runpy; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+    "runpy.run_module('sagemem', run_name='__main__', alter_sys=True)"
+)
+
+
+def maybe_start(
+    scope: Scope,
+    settings: Settings,
+    now: float | None = None,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """Start a run in the background if one is due; whether one was started. A harness's own
+    folder is named by its scope (`--in`, from the session's `cwd`), so the run takes the
+    same locks as the hook; another directory by its path."""
     if settings.dream_auto not in ("report", "apply") or not due(scope.state_dir, settings, now):
         return False
     state = _state(scope.state_dir)
     state["started"] = time.time() if now is None else now
     _save(scope.state_dir, state)
-    log = safe_folder(scope.state_dir, "dream") / "auto.log"
-    command = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "sagemem"]
-    command += ["--dir", str(scope.memory_dir), "--state-dir", str(scope.state_dir), "dream"]
-    command += ["--apply"] if settings.dream_auto == "apply" else []
+    command = [sys.executable, "-c", _BOOT]
+    if scope.native:
+        command += ["--in", scope.name]
+    else:
+        command += ["--dir", str(scope.memory_dir), "--state-dir", str(scope.state_dir)]
+    command += ["dream", *(["--apply"] if settings.dream_auto == "apply" else [])]
     command += ["--sessions"] if settings.dream_sessions else []
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(log, flags, 0o600)
+    fd = _log(scope.state_dir)
     try:
         child = subprocess.Popen(  # noqa: S603 - our own command, no shell
             command,
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=fd,
-            cwd=scope.state_dir,  # not the project: a clone's own `sagemem/` is never imported
+            cwd=cwd if scope.native and cwd else scope.state_dir,
+            env=None if env is None else dict(env),
             start_new_session=True,
             close_fds=True,
         )
@@ -72,6 +94,23 @@ def maybe_start(scope: Scope, settings: Settings, now: float | None = None) -> b
         os.close(fd)
     started.append(child)
     return True
+
+
+def _log(state_dir: Path) -> int:
+    """The run's log, opened to append: never through a link, never a FIFO (which would hold
+    the hook), a regular file or nothing."""
+    path = safe_folder(state_dir, "dream") / "auto.log"
+    flags = (
+        os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    )
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return os.open(os.devnull, os.O_WRONLY)
+    return fd
 
 
 def _sessions_since(state_dir: Path, since: float, enough: int) -> int:

@@ -7,8 +7,10 @@ and `SAGEMEM_DREAM_MODEL`; `OPENAI_BASE_URL`; the `dream_base_url` and `dream_mo
 The key: `SAGEMEM_DREAM_API_KEY`, else the provider's usual variable (`DEEPSEEK_API_KEY` for
 a DeepSeek address, else `OPENAI_API_KEY`). A key is never read from a file: settings live in
 a state directory that may have come with a cloned repository. For the same reason, a base
-URL that only `settings.json` names is used only when it is on this machine (loopback) or a
-provider's own address: a clone cannot send a person's memories, or key, elsewhere.
+URL that only `settings.json` names is used only when it is https to a provider's own address
+or on this machine (loopback, sent no key), and a model only settings name goes only with
+such a URL: a clone cannot send a person's memories or key elsewhere, nor pick the model a
+person's own endpoint bills.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from ..errors import SagememError
 
 KNOWN_HOSTS = ("api.openai.com", "api.deepseek.com")
 TIMEOUT = 180.0
+MAX_CALLS = 32  # tool calls taken from one reply
+MAX_ARGUMENT_CHARS = 1024 * 1024
 
 
 class ModelError(SagememError):
@@ -41,7 +45,7 @@ class Endpoint(NamedTuple):
 class Call(NamedTuple):
     id: str
     name: str
-    arguments: str  # JSON, as the model wrote it (maybe not valid)
+    arguments: Any  # JSON text, as the model wrote it (maybe not valid, maybe not even text)
 
 
 class Reply(NamedTuple):
@@ -66,8 +70,12 @@ def endpoint(
         (env.get("OPENAI_BASE_URL"), "environment"),
         (settings.dream_base_url, "settings"),
     )
+    # A model named by settings only goes with a base URL named there too: a clone's settings
+    # must not pick what a person's own endpoint is asked for (and billed).
     name, _ = _first(
-        (model, "flag"), (env.get("SAGEMEM_DREAM_MODEL"), "environment"), (settings.dream_model, "settings")
+        (model, "flag"),
+        (env.get("SAGEMEM_DREAM_MODEL"), "environment"),
+        (settings.dream_model if source == "settings" else None, "settings"),
     )
     if not url:
         raise ModelError(
@@ -80,14 +88,20 @@ def endpoint(
     if not name:
         raise ModelError("no model: pass --model (or set SAGEMEM_DREAM_MODEL)")
     host = parsed.hostname.lower()
-    usual = "DEEPSEEK_API_KEY" if "deepseek" in host else "OPENAI_API_KEY"
+    deepseek = host == "api.deepseek.com" or host.endswith(".deepseek.com")
+    usual = "DEEPSEEK_API_KEY" if deepseek else "OPENAI_API_KEY"
     key = env.get("SAGEMEM_DREAM_API_KEY") or env.get(usual) or ""
-    if source == "settings" and not (_loopback(host) or host in KNOWN_HOSTS):
-        raise ModelError(
-            f"{url}: this base URL comes from settings.json only, which may have come with a "
-            "cloned repository, so sagemem sends it neither memories nor a key; pass --base-url "
-            "or set SAGEMEM_DREAM_BASE_URL to use it"
-        )
+    if source == "settings":
+        known = host in KNOWN_HOSTS and parsed.scheme == "https"
+        if not (known or _loopback(host)):
+            raise ModelError(
+                f"{url}: this base URL comes from settings.json only, which may have come with a "
+                "cloned repository, so sagemem sends it neither memories nor a key unless it is "
+                "https to a provider's own address or on this machine; pass --base-url or set "
+                "SAGEMEM_DREAM_BASE_URL to use it"
+            )
+        if not known:
+            key = ""  # a server on this machine that a clone named may be the clone's own
     return Endpoint(url.rstrip("/"), name, key, source)
 
 
@@ -134,33 +148,54 @@ class ChatModel:
             )
         except self._openai.OpenAIError as exc:
             raise ModelError(f"{self.endpoint.base_url}: {_why(exc)}") from None
-        if not response.choices:
-            raise ModelError(f"{self.endpoint.base_url}: the reply has no choices")
-        message = response.choices[0].message
-        calls = tuple(
-            Call(c.id, c.function.name, c.function.arguments or "")
-            for c in (message.tool_calls or ())
-            if getattr(c, "function", None) is not None
+        choices = getattr(response, "choices", None)
+        message = getattr(choices[0], "message", None) if isinstance(choices, list) and choices else None
+        if message is None:
+            raise ModelError(f"{self.endpoint.base_url}: the reply is not a chat completion with a message")
+        calls = tuple(  # a call without a function is kept, to be refused by name
+            Call(str(c.id), getattr(c.function, "name", None) or "", getattr(c.function, "arguments", None))
+            for c in (getattr(message, "tool_calls", None) or ())[:MAX_CALLS]
         )
-        sent: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
+        content = message.content if isinstance(message.content, str) else _text(message.content)
+        sent: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             sent["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.arguments if isinstance(c.arguments, str) else "{}",
+                    },
+                }
                 for c in calls
             ]
-        tokens = response.usage.total_tokens if response.usage else 0
-        return Reply(message.content or "", calls, tokens, sent)
+        usage = getattr(response, "usage", None)
+        tokens = getattr(usage, "total_tokens", None)
+        return Reply(content, calls, max(0, tokens) if isinstance(tokens, int) else 0, sent)
 
 
 def arguments(call: Call) -> dict[str, Any]:
     """A call's arguments as an object, or `ModelError` (reported to the model as refused)."""
+    if not isinstance(call.arguments, (str, type(None))):
+        raise ModelError("the arguments must be a JSON object in a string")
+    if call.arguments and len(call.arguments) > MAX_ARGUMENT_CHARS:
+        raise ModelError(f"the arguments are over {MAX_ARGUMENT_CHARS} characters")
     try:
         found = json.loads(call.arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ModelError("the arguments are not valid JSON") from None
     if not isinstance(found, dict):
         raise ModelError("the arguments must be a JSON object")
     return found
+
+
+def _text(content: Any) -> str:
+    """A reply's content given as parts, as text."""
+    if isinstance(content, list):
+        parts = [p.get("text") if isinstance(p, dict) else getattr(p, "text", None) for p in content]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
 
 
 def _first(*candidates: tuple[str | None, str]) -> tuple[str, str]:

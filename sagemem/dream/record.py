@@ -72,7 +72,8 @@ def now() -> str:
 
 def save(state_dir: Path, manifest: dict[str, Any]) -> None:
     place = folder(state_dir, manifest["id"], create=True)
-    data = json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8")
+    # ASCII escapes: text a model sent (a lone surrogate, say) can always be written.
+    data = json.dumps(manifest, ensure_ascii=True, indent=1).encode("ascii")
     write_atomic(place / "manifest.json", data)
 
 
@@ -85,9 +86,51 @@ def load(state_dir: Path, run_id: str) -> dict[str, Any]:
         manifest = json.loads(raw)
     except ValueError as exc:
         raise SagememError(f"{place / 'manifest.json'}: not a dream manifest ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA or manifest.get("id") != run_id:
-        raise SagememError(f"{place / 'manifest.json'}: not a dream manifest of schema {SCHEMA}")
+    problem = _shape(manifest, run_id)
+    if problem:
+        raise SagememError(f"{place / 'manifest.json'}: not a dream manifest of schema {SCHEMA}: {problem}")
     return manifest
+
+
+def _shape(m: Any, run_id: str) -> str:
+    """What is wrong with a manifest's shape ("" when nothing): a state directory can come
+    with a clone, and a damaged or forged manifest must not crash a listing or a rollback."""
+    if not isinstance(m, dict) or m.get("schema") != SCHEMA or m.get("id") != run_id:
+        return "schema or id"
+    if m.get("mode") not in ("report", "apply") or not isinstance(m.get("status"), str):
+        return "mode or status"
+    for key in ("rounds", "tokens"):
+        if not isinstance(m.get(key), int) or isinstance(m.get(key), bool):
+            return key
+    for key, fields in (
+        ("changes", ("file", "op")),
+        ("proposals", ("file", "op")),
+        ("refused", ("tool", "why")),
+    ):
+        items = m.get(key)
+        if not isinstance(items, list) or not all(
+            isinstance(i, dict) and all(isinstance(i.get(f), str) for f in fields) for i in items
+        ):
+            return key
+    for change in m["changes"]:
+        if change["op"] not in ("write", "create", "archive"):
+            return "a change's operation"
+        for key in ("before", "after", "archived"):
+            stamp = change.get(key)
+            if stamp is not None and not (isinstance(stamp, dict) and isinstance(stamp.get("sha256"), str)):
+                return f"a change's {key}"
+        if change["op"] != "create" and not isinstance(change.get("before_blob"), str):
+            return "a change's kept bytes"
+    for proposal in m["proposals"]:
+        if proposal["op"] not in ("write", "archive") or not isinstance(proposal.get("reason", ""), str):
+            return "a proposal"
+        if proposal["op"] == "write" and not isinstance(proposal.get("content"), str):
+            return "a proposal's content"
+    if not isinstance(m.get("rollbacks", []), list) or not all(
+        isinstance(r, dict) for r in m.get("rollbacks", [])
+    ):
+        return "rollbacks"
+    return ""
 
 
 def listing(state_dir: Path) -> list[dict[str, Any]]:
@@ -127,6 +170,15 @@ def blob(state_dir: Path, run_id: str, digest: str) -> bytes:
     if data is None or hashlib.sha256(data).hexdigest() != digest:
         raise SagememError(f"{path}: missing or changed; this change cannot be rolled back from the run")
     return data
+
+
+def held(state_dir: Path) -> bool:
+    """Whether a run holds the lock now (a manifest still `running` without it was cut short)."""
+    try:
+        with locking.exclusive(folder(state_dir, create=True) / "lock", timeout=0):
+            return False
+    except (locking.LockTimeout, SagememError, OSError):
+        return True
 
 
 @contextmanager

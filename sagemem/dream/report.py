@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from ..files import safe_folder, write_atomic
+from ..store import MemoryStore
 from . import record
 
 
-def write(memory_dir: Path, manifest: dict[str, Any]) -> Path:
+def path(store: MemoryStore, run_id: str) -> Path:
+    """Where the report of `run_id` goes: `<memory dir>/dream/<id>.md`, a subfolder never read
+    as memories; for a harness's own folder (where sagemem writes nothing but memories), the
+    run's folder in the state dir."""
+    if store.lock_dir is not None:
+        return record.folder(store.state_dir, run_id, create=True) / "report.md"
+    # The memory directory itself may be reached through a link of the person's own; `dream/`
+    # in it may not (a clone could point it anywhere).
+    return safe_folder(store.memory_dir / "dream") / f"{record.check_id(run_id)}.md"
+
+
+def write(store: MemoryStore, manifest: dict[str, Any]) -> Path:
     """Write (or rewrite) the run's report; returns its path."""
-    place = safe_folder(memory_dir, "dream") / f"{record.check_id(manifest['id'])}.md"
-    write_atomic(place, text(manifest).encode("utf-8"))
+    place = path(store, manifest["id"])
+    write_atomic(place, text(manifest).encode("utf-8", "replace"))
     return place
 
 
@@ -29,7 +42,9 @@ def text(m: dict[str, Any]) -> str:
         f"- snapshot before the first change: {m.get('snapshot') or '-'}",
     ]
     if m.get("summary"):
-        lines += ["", "## What the model says", "", m["summary"].strip()]
+        lines += ["", "## What the model says", "", str(m["summary"]).strip()]
+    if m.get("report_error"):
+        lines += ["", f"(An earlier report could not be written: {m['report_error']})"]
     changes = m.get("changes", [])
     lines += ["", f"## Changes ({len(changes)})", ""]
     if changes:
@@ -51,13 +66,9 @@ def text(m: dict[str, Any]) -> str:
         for i, p in enumerate(proposals, 1):
             lines.append(f"{i}. {p['op']} `{p['file']}`: {p['reason'] or '**no reason given**'}")
             if p["op"] == "write":
-                lines += [
-                    "",
-                    "   ```markdown",
-                    *("   " + line for line in p["content"].splitlines()),
-                    "   ```",
-                    "",
-                ]
+                fence = "`" * max(3, _longest_ticks(p["content"]) + 1)
+                body = ("   " + line for line in p["content"].splitlines())
+                lines += ["", f"   {fence}markdown", *body, f"   {fence}", ""]
         if proposals:
             lines += ["", f"Apply them, after review: `sagemem dream apply {m['id']}`."]
         else:
@@ -75,6 +86,10 @@ def text(m: dict[str, Any]) -> str:
             if rollback.get(key):
                 lines.append(f"- {key}: {', '.join(rollback[key])}")
     return "\n".join(lines) + "\n"
+
+
+def _longest_ticks(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
 def _bytes(stamp: dict[str, Any] | None) -> str:

@@ -14,9 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..archive import ARCHIVE_DIR
 from ..errors import MemoryNotFound, SagememError
-from ..files import read_bytes
+from ..files import MAX_ARCHIVED_BYTES, MAX_FILE_BYTES, read_bytes
 from ..memory import version_of
+from ..names import name_key
 from ..store import MemoryStore
 from ..tokenize import has_cjk
 from . import auto, prompt, record, report
@@ -52,6 +54,7 @@ def dream(
         manifest = _start(store, run_id, mode, where, checked)
         search = _session_search(store, home or Path.home()) if sessions else None
         toolbox = Toolbox(store, run_id, mode, _snapshotter(store, manifest), search)
+        toolbox._changed = lambda: _save(store, manifest, toolbox)
         manifest["sessions"] = sessions
         lang = settings.lang or _language(store)
         messages: list[dict[str, Any]] = [
@@ -74,14 +77,12 @@ def dream(
                     try:
                         answer = toolbox.call(call.name, arguments(call))
                     except ModelError as exc:  # arguments that are no JSON object
-                        toolbox.refused.append(
-                            {"tool": call.name, "args": {}, "why": str(exc), "at": record.now()}
-                        )
+                        toolbox.refuse(call.name, {}, str(exc))
                         answer = f"refused: {exc}"
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
                 _keep(manifest, toolbox)
                 if not reply.calls:
-                    manifest["summary"] = reply.content
+                    manifest["summary"] = _clean(reply.content)
                     _stop(manifest, "done", "")
                     break
                 if manifest["tokens"] >= budget:
@@ -101,26 +102,28 @@ def apply_proposals(store: MemoryStore, run_id: str) -> dict[str, Any]:
     """Carry out a report run's proposals, as reviewed, without asking the model again: a new
     run (mode apply, `source` the report run), snapshot first, each change guarded by the
     version its file had when it was proposed."""
-    source = record.load(store.state_dir, run_id)
-    if source.get("mode") != "report":
-        raise SagememError(f"{run_id}: not a report run; only a report run's proposals can be applied")
-    if source.get("applied_by"):
-        raise SagememError(f"{run_id}: its proposals were applied already, by run {source['applied_by']}")
+    record.check_id(run_id)
     new_id = record.new_id()
     with record.running(store.state_dir, new_id):
+        source = record.load(store.state_dir, run_id)  # under the lock: no second apply meanwhile
+        if source["mode"] != "report":
+            raise SagememError(f"{run_id}: not a report run; only a report run's proposals can be applied")
+        if source.get("applied_by"):
+            raise SagememError(f"{run_id}: its proposals were applied already, by run {source['applied_by']}")
         manifest = _start(store, new_id, "apply", None, True)
         manifest["source"] = run_id
         toolbox = Toolbox(store, new_id, "apply", _snapshotter(store, manifest))
+        toolbox._changed = lambda: _save(store, manifest, toolbox)
         try:
-            replay(toolbox, list(source.get("proposals", [])))
+            replay(toolbox, list(source["proposals"]))
             _stop(manifest, "done", "")
         except (SagememError, OSError) as exc:
             _stop(manifest, "failed", str(exc))
         finally:
-            _keep(manifest, toolbox)
             _finish(store, manifest, toolbox)
-        source["applied_by"] = new_id
-        record.save(store.state_dir, source)
+        if toolbox.changes:  # nothing carried out (all conflicts): it may be applied again later
+            source["applied_by"] = new_id
+            record.save(store.state_dir, source)
     return manifest
 
 
@@ -131,23 +134,33 @@ def rollback(store: MemoryStore, run_id: str, *, scope: str = "files") -> dict[s
     `archive/`). Nothing is deleted; the present is snapshotted first."""
     if scope not in ("files", "all"):
         raise SagememError(f"scope must be 'files' or 'all' (got {scope!r})")
-    manifest = record.load(store.state_dir, run_id)
-    if not manifest.get("changes"):
-        raise SagememError(f"{run_id}: the run changed nothing; there is nothing to roll back")
+    record.check_id(run_id)
     with record.running(store.state_dir, f"rollback of {run_id}"):
+        manifest = record.load(store.state_dir, run_id)  # under the lock: no rollback meanwhile
+        done_before = [r for r in manifest.get("rollbacks", []) if not r.get("conflicts")]
+        if done_before:
+            raise SagememError(f"{run_id}: rolled back already, at {done_before[-1].get('at', '?')}")
         if scope == "all":
             if not manifest.get("snapshot"):
-                raise SagememError(f"{run_id}: no snapshot was taken; use --scope files")
+                raise SagememError(f"{run_id}: the run took no snapshot (it changed nothing)")
             outcome = store.rollback(manifest["snapshot"], scope="all")
-            done = {"restored": outcome["restored"], "retired": outcome["retired"], "kept": outcome["kept"]}
-            done["protection"] = outcome["protection"]
+            done: dict[str, Any] = {k: outcome[k] for k in ("restored", "retired", "kept", "protection")}
+            done["conflicts"] = []
         else:
+            if not manifest["changes"]:
+                raise SagememError(f"{run_id}: the run changed nothing; there is nothing to roll back")
             protection = store.snapshot(label=f"before rolling back dream {run_id}", kind="protection")
             done = {"protection": protection.id, **_undo(store, run_id, manifest)}
         done.update(scope=scope, at=record.now())
         manifest.setdefault("rollbacks", []).append(done)
         record.save(store.state_dir, manifest)
-        report.write(store.memory_dir, manifest)
+        if manifest.get("source"):  # an apply run undone: its proposals may be applied again
+            with contextlib.suppress(SagememError, OSError):
+                source = record.load(store.state_dir, manifest["source"])
+                if source.get("applied_by") == run_id:
+                    source["applied_by"] = None
+                    record.save(store.state_dir, source)
+        _report(store, manifest)
     return done
 
 
@@ -155,7 +168,7 @@ def _undo(store: MemoryStore, run_id: str, manifest: dict[str, Any]) -> dict[str
     writer = f"sagemem dream rollback {run_id}"
     restored: list[str] = []
     archived: list[str] = []
-    conflicts: list[str] = []
+    left: list[tuple[str, str]] = []  # (file, why) left alone
     index = manifest.get("index") or {}
     # MEMORY.md goes back as it was before the run only if nobody edited it since.
     untouched = bool(index.get("after")) and record.sha256(store.index_bytes()) == index["after"]["sha256"]
@@ -164,10 +177,9 @@ def _undo(store: MemoryStore, run_id: str, manifest: dict[str, Any]) -> dict[str
         current = _bytes(store, file)
         try:
             if op in ("write", "create"):
-                if record.sha256(current) != (change["after"] or {}).get("sha256"):
-                    conflicts.append(f"{file} (changed after the run)")
+                if current is None or record.sha256(current) != (change["after"] or {}).get("sha256"):
+                    left.append((file, "changed after the run"))
                     continue
-                assert current is not None
                 if op == "write":
                     data = record.blob(store.state_dir, run_id, change["before_blob"])
                     store.put_back(file, data, expected_version=version_of(current), writer=writer)
@@ -180,26 +192,35 @@ def _undo(store: MemoryStore, run_id: str, manifest: dict[str, Any]) -> dict[str
                     )
                     archived.append(file)
             elif op == "archive":
+                copy = _bytes(store, f"{ARCHIVE_DIR}/{file}", archived=True)
                 if current is not None:
-                    conflicts.append(f"{file} (a live memory of that name exists)")
-                    continue
-                data = record.blob(store.state_dir, run_id, change["before_blob"])
-                back = store.restore(file)
-                if _bytes(store, back.file) != data:
-                    store.put_back(back.file, data, expected_version=back.version, writer=writer)
-                restored.append(file)
+                    left.append((file, "a live memory of that name exists"))
+                elif copy is None or record.sha256(copy) != (change.get("archived") or {}).get("sha256"):
+                    left.append((file, "its archived copy changed after the run"))
+                else:
+                    data = record.blob(store.state_dir, run_id, change["before_blob"])
+                    back = store.restore(file)
+                    if _bytes(store, back.file) != data:
+                        store.put_back(back.file, data, expected_version=back.version, writer=writer)
+                    restored.append(file)
         except (SagememError, OSError) as exc:
-            conflicts.append(f"{file} ({exc})")
+            left.append((file, str(exc)))
     if index.get("after") and not untouched:
-        conflicts.append("MEMORY.md (changed after the run; the lines of restored memories were refreshed)")
+        left.append(("MEMORY.md", "changed after the run; the lines of restored memories were refreshed"))
     elif untouched and index.get("before_blob"):
         data = record.blob(store.state_dir, run_id, index["before_blob"])
         if store.put_back_index(data, expected=store.index_bytes()):
             restored.append("MEMORY.md")
-            for left in {c.split(" (")[0] for c in conflicts}:  # their lines follow what they hold now
+            # Memories made while the run went on get their line back (the old index never had it).
+            there = {name_key(f) for f in index.get("files", [])}
+            with contextlib.suppress(SagememError, OSError):
+                for unlisted in store.check_index().unlisted:
+                    if name_key(unlisted) not in there:
+                        store.refresh_index_line(unlisted)
+            for file, _ in left:
                 with contextlib.suppress(SagememError, OSError):
-                    store.refresh_index_line(left)
-    return {"restored": restored, "archived": archived, "conflicts": conflicts}
+                    store.refresh_index_line(file)
+    return {"restored": restored, "archived": archived, "conflicts": [f"{f} ({why})" for f, why in left]}
 
 
 def runs(store: MemoryStore) -> list[dict[str, Any]]:
@@ -248,6 +269,13 @@ def _snapshotter(store: MemoryStore, manifest: dict[str, Any]) -> Callable[[], N
     return take
 
 
+def _save(store: MemoryStore, manifest: dict[str, Any], toolbox: Toolbox) -> None:
+    """The manifest as it stands, on disk: after every change, so that a run killed mid-way
+    can still be rolled back."""
+    _keep(manifest, toolbox)
+    record.save(store.state_dir, manifest)
+
+
 def _keep(manifest: dict[str, Any], toolbox: Toolbox) -> None:
     manifest["changes"] = toolbox.changes
     manifest["proposals"] = toolbox.proposals
@@ -261,6 +289,8 @@ def _stop(manifest: dict[str, Any], status: str, why: str) -> None:
 
 
 def _finish(store: MemoryStore, manifest: dict[str, Any], toolbox: Toolbox) -> None:
+    """The declaration, whatever happened: the manifest first, then the report (a report
+    that cannot be written is noted in the manifest, never a reason to lose it)."""
     _keep(manifest, toolbox)
     try:
         manifest["audit_after"] = store.check().to_dict()
@@ -268,15 +298,31 @@ def _finish(store: MemoryStore, manifest: dict[str, Any], toolbox: Toolbox) -> N
         manifest["audit_after"] = {"error": str(exc), "findings": [], "files": 0, "problems": 0}
     manifest["finished"] = record.now()
     record.save(store.state_dir, manifest)
-    report.write(store.memory_dir, manifest)
-    auto.record_run(store.state_dir)
+    with contextlib.suppress(SagememError, OSError):
+        auto.record_run(store.state_dir)
+    _report(store, manifest)
 
 
-def _bytes(store: MemoryStore, file: str) -> bytes | None:
+def _report(store: MemoryStore, manifest: dict[str, Any]) -> None:
     try:
-        return read_bytes(store.memory_dir / file)
+        report.write(store, manifest)
+    except (SagememError, OSError) as exc:
+        manifest["report_error"] = str(exc)
+        record.save(store.state_dir, manifest)
+
+
+def _bytes(store: MemoryStore, file: str, *, archived: bool = False) -> bytes | None:
+    try:
+        return read_bytes(store.memory_dir / file, limit=MAX_ARCHIVED_BYTES if archived else MAX_FILE_BYTES)
     except MemoryNotFound:
         return None
+
+
+def _clean(text: object) -> str:
+    """The model's closing words as recorded: text, secrets redacted."""
+    from ..secrets import redact
+
+    return redact(str(text or "").encode("utf-8", "replace").decode("utf-8"))
 
 
 def _session_search(store: MemoryStore, home: Path) -> Callable[[str], str]:
@@ -284,7 +330,9 @@ def _session_search(store: MemoryStore, home: Path) -> Callable[[str], str]:
     or of every project (any other directory)."""
     from ..native import claude_memory_dir
 
-    project = store.memory_dir.parent.parent if store.memory_dir.parent.name == ".sagemem" else None
+    root = store.memory_dir.parent.parent
+    is_project = store.memory_dir.parent.name == ".sagemem" and root != home
+    project = root if is_project else None  # `~/.sagemem/memory` is the user's, not a project's
     claude = claude_memory_dir(project, home, {"HOME": str(home)}).parent if project else None
     paths = sessions_module.transcripts(home, project, claude)
     return lambda query: sessions_module.search(paths, query)

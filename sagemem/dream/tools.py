@@ -13,9 +13,11 @@ needs no earlier read: creating it cannot lose anything.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from .. import guard
 from ..errors import MemoryNotFound, SagememError, VersionConflict
 from ..files import read_bytes
 from ..names import INDEX_NAME, check_name, is_reserved, name_key
@@ -25,6 +27,7 @@ from . import record
 MAX_READ_CHARS = 20_000
 MAX_WRITE_BYTES = 256 * 1024
 MAX_REASON_CHARS = 500
+MAX_LIST_CHARS = 64_000
 
 
 def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -92,7 +95,9 @@ class Refused(SagememError):
 
 class Toolbox:
     """The tools of one run over one store, and what they did: `changes`, `proposals`,
-    `refused`. `before_write` is called once, before the first change (the snapshot)."""
+    `refused`. `before_write` is called once, before the first change (the snapshot);
+    `changed` after every change (the manifest is saved then, so a run killed mid-way can
+    still be rolled back)."""
 
     def __init__(
         self,
@@ -101,6 +106,7 @@ class Toolbox:
         mode: str,
         before_write: Callable[[], None],
         sessions: Callable[[str], str] | None = None,
+        changed: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -108,8 +114,11 @@ class Toolbox:
         self.writer = f"sagemem dream {run_id}"
         self._before_write = before_write
         self._sessions = sessions
+        self._changed = changed
         self._wrote = False
         self.read: dict[str, str] = {}  # name key -> the version last read (or written)
+        self.cut: set[str] = set()  # name keys read only in part: never rewritten whole
+        self.archived_here: set[str] = set()  # name keys this run archived
         self.changes: list[dict[str, Any]] = []
         self.proposals: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []
@@ -120,7 +129,7 @@ class Toolbox:
         extra = [SESSIONS_TOOL] if self._sessions else []
         return READ_TOOLS + extra + (APPLY_TOOLS if self.mode == "apply" else REPORT_TOOLS)
 
-    def call(self, name: str, args: dict[str, Any]) -> str:
+    def call(self, name: object, args: dict[str, Any]) -> str:
         """Carry out one call; the text is the model's answer, a refusal included."""
         handler = {
             "list_memory": self._list,
@@ -132,14 +141,17 @@ class Toolbox:
                 if self.mode == "apply"
                 else {"propose_write": self._propose_write, "propose_archive": self._propose_archive}
             ),
-        }.get(name)
+        }.get(name if isinstance(name, str) else "")
         try:
             if handler is None:
                 raise Refused(f"there is no tool {name!r} in this run")
             return handler(**_known(args, handler))
-        except (Refused, SagememError, OSError) as exc:
-            self.refused.append({"tool": name, "args": _summary(args), "why": str(exc), "at": record.now()})
+        except (Refused, SagememError, OSError, ValueError, TypeError) as exc:
+            self.refuse(str(name), args, str(exc))
             return f"refused: {exc}"
+
+    def refuse(self, tool: str, args: dict[str, Any], why: str) -> None:
+        self.refused.append({"tool": tool, "args": _summary(args), "why": _clean(why), "at": record.now()})
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -154,19 +166,27 @@ class Toolbox:
         for problem in scan.problems:
             lines.append(f"- {problem.file} · unreadable: {problem.rule}")
         archived = len(self.store.archived())
-        lines.append(f"({len(scan.memories)} memories; {archived} in archive/)")
-        return "\n".join(lines)
+        text = "\n".join(lines)
+        if len(text) > MAX_LIST_CHARS:
+            text = text[:MAX_LIST_CHARS].rsplit("\n", 1)[0] + "\n(... the list is cut)"
+        return f"{text}\n({len(scan.memories)} memories; {archived} in archive/)"
 
     def _read(self, file: str) -> str:
         if _is_index(file):
             return self.store._index_text()[:MAX_READ_CHARS]
         found = self.store.read(_name(file))
-        self.read[name_key(found.file)] = found.version
+        key = name_key(found.file)
+        self.read[key] = found.version
         text = found.text
-        cut = (
-            f"\n[... cut at {MAX_READ_CHARS} characters of {len(text)}]" if len(text) > MAX_READ_CHARS else ""
-        )
-        return f"file: {found.file}\nversion: {found.version}\n\n{text[:MAX_READ_CHARS]}{cut}"
+        if len(text) > MAX_READ_CHARS:
+            self.cut.add(key)
+            return (
+                f"file: {found.file}\nversion: {found.version}\n\n{text[:MAX_READ_CHARS]}\n"
+                f"[... cut at {MAX_READ_CHARS} characters of {len(text)}: too long to rewrite here;"
+                " you may archive it or leave it]"
+            )
+        self.cut.discard(key)
+        return f"file: {found.file}\nversion: {found.version}\n\n{text}"
 
     def _audit(self) -> str:
         report = self.store.check()
@@ -176,7 +196,7 @@ class Toolbox:
         for f in report.findings:
             where = f"{f.file}:{f.line}" if f.line else f.file
             lines.append(f"- [{f.severity}] {f.check} {where}: {f.message}")
-        return "\n".join(lines)
+        return "\n".join(lines)[:MAX_LIST_CHARS]
 
     def _search_sessions(self, query: str) -> str:
         assert self._sessions is not None
@@ -186,24 +206,38 @@ class Toolbox:
 
     # -- changing --------------------------------------------------------------------------
 
-    def _expected(self, file: str) -> tuple[str, str | None]:
-        """The file's name as it is on disk and the version to guard with (None: a new file);
-        `Refused` for a file that exists but was not read in this run."""
-        file = _name(file)
-        try:
-            existing = self.store.resolve(file)
-        except MemoryNotFound:
-            return file, None
+    def _expected(self, file: object, *, whole: bool) -> tuple[str, str | None]:
+        """The file's name as it is on disk and the version to guard with (None: a new file).
+        Refused: a file not read in this run, read only in part (for a whole rewrite), gone
+        since it was read (a conflict: a person archived or deleted it), archived by this run,
+        or a new name that a memory in `archive/` has."""
+        name = _name(file)
+        key = name_key(name)
+        if key in self.archived_here:
+            raise Refused(f"{name}: archived in this run; it is not written again")
+        existing = _resolved(self.store, name)
+        if existing is None:
+            if key in self.read:
+                with contextlib.suppress(VersionConflict):  # records the conflict
+                    path = self.store.memory_dir / name
+                    guard.refuse_if_changed(path, self.read[key], self.store.state_dir, self.writer, "dream")
+                raise Refused(f"{name}: gone since you read it (archived or deleted); recorded as a conflict")
+            if key in {name_key(m.file) for m in self.store.archived()}:
+                raise Refused(f"{name}: a memory of that name is in archive/; choose another name")
+            return name, None
         version = self.read.get(name_key(existing))
         if version is None:
             raise Refused(f"{existing}: read it (read_memory) before changing it")
+        if whole and name_key(existing) in self.cut:
+            raise Refused(f"{existing}: you read it only in part; it is not rewritten whole")
         return existing, version
 
     def _write(self, file: str, content: str, reason: str = "") -> str:
-        file, expected = self._expected(file)
+        file, expected = self._expected(file, whole=True)
         data = _content(file, content)
         self._begin()
         before = _on_disk(self.store, file)
+        kept = None if before is None else record.keep_blob(self.store.state_dir, self.run_id, before)
         try:
             written = self.store.write(
                 file, data, expected_version=expected, writer=self.writer, reason=_reason(reason)
@@ -212,34 +246,48 @@ class Toolbox:
             raise Refused(
                 f"{file}: changed since you read it ({exc}); not written, recorded as a conflict"
             ) from None
-        after = _on_disk(self.store, written.file)
-        self._change("create" if before is None else "write", written.file, reason, before, after)
+        after = {"bytes": written.size, "sha256": written.version}
+        self._change("create" if before is None else "write", written.file, reason, before, kept, after)
         self.read[name_key(written.file)] = written.version
         return f"written: {written.file} (version {written.version})"
 
     def _archive(self, file: str, reason: str = "") -> str:
         if not " ".join(str(reason).split()):
             raise Refused("archive_memory needs a reason")
-        file, expected = self._expected(file)
+        file, expected = self._expected(file, whole=False)
         if expected is None:
             raise Refused(f"{file}: no such memory")
         self._begin()
         before = _on_disk(self.store, file)
+        kept = None if before is None else record.keep_blob(self.store.state_dir, self.run_id, before)
         try:
-            self.store.archive(
-                file, reason=f"dream {self.run_id}: {_reason(reason)}", expected_version=expected
+            moved = self.store.archive(
+                file,
+                reason=f"dream {self.run_id}: {_reason(reason)}",
+                expected_version=expected,
+                writer=self.writer,
             )
         except VersionConflict as exc:
             raise Refused(
                 f"{file}: changed since you read it ({exc}); not archived, recorded as a conflict"
             ) from None
-        self._change("archive", file, reason, before, None)
+        self._change(
+            "archive",
+            file,
+            reason,
+            before,
+            kept,
+            None,
+            archived={"bytes": moved.size, "sha256": moved.version},
+        )
         self.read.pop(name_key(file), None)
+        self.archived_here.add(name_key(file))
         return f"archived: {file} (now in archive/)"
 
     def _propose_write(self, file: str, content: str, reason: str = "") -> str:
-        file, expected = self._expected(file)
+        file, expected = self._expected(file, whole=True)
         data = _content(file, content)
+        self.store.refuse_new_secrets(file, data)  # a proposal lands in a report a person may commit
         self.proposals.append(
             {"op": "write", "file": file, "version": expected, "content": data, "reason": _reason(reason)}
         )
@@ -248,25 +296,33 @@ class Toolbox:
     def _propose_archive(self, file: str, reason: str = "") -> str:
         if not " ".join(str(reason).split()):
             raise Refused("propose_archive needs a reason")
-        file, expected = self._expected(file)
+        file, expected = self._expected(file, whole=False)
         if expected is None:
             raise Refused(f"{file}: no such memory")
         self.proposals.append({"op": "archive", "file": file, "version": expected, "reason": _reason(reason)})
         return f"proposed: archive {file}"
 
     def _begin(self) -> None:
-        if not self._wrote:
-            self._before_write()
-            self._wrote = True
-            index = self.store.index_bytes()
-            self.index = {
-                "before": record.stamp(index),
-                "before_blob": None
-                if index is None
-                else record.keep_blob(self.store.state_dir, self.run_id, index),
-            }
+        if self._wrote:
+            return
+        self._before_write()
+        index = self.store.index_bytes()
+        kept = None if index is None else record.keep_blob(self.store.state_dir, self.run_id, index)
+        # The memories there were: those that come while the run goes on keep their index line
+        # when a rollback puts the old MEMORY.md back.
+        self.index = {"before": record.stamp(index), "before_blob": kept, "files": sorted(self.store.files())}
+        self._wrote = True
 
-    def _change(self, op: str, file: str, reason: str, before: bytes | None, after: bytes | None) -> None:
+    def _change(
+        self,
+        op: str,
+        file: str,
+        reason: str,
+        before: bytes | None,
+        kept: str | None,
+        after: dict[str, Any] | None,
+        **extra: Any,
+    ) -> None:
         self.changes.append(
             {
                 "seq": len(self.changes) + 1,
@@ -275,13 +331,13 @@ class Toolbox:
                 "reason": _reason(reason),
                 "no_reason": not " ".join(str(reason).split()),
                 "before": record.stamp(before),
-                "after": record.stamp(after),
-                "before_blob": None
-                if before is None
-                else record.keep_blob(self.store.state_dir, self.run_id, before),
+                "after": after,
+                "before_blob": kept,
                 "at": record.now(),
+                **extra,
             }
         )
+        self._changed()
 
 
 def replay(toolbox: Toolbox, proposals: list[dict[str, Any]]) -> None:
@@ -322,13 +378,34 @@ def _is_index(file: object) -> bool:
 def _content(file: str, content: object) -> str:
     if not isinstance(content, str):
         raise Refused(f"{file}: content must be text")
-    if len(content.encode("utf-8")) > MAX_WRITE_BYTES:
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise Refused(f"{file}: content is not valid Unicode text") from None
+    if size > MAX_WRITE_BYTES:
         raise Refused(f"{file}: content over {MAX_WRITE_BYTES // 1024} KiB")
     return content
 
 
 def _reason(reason: object) -> str:
-    return " ".join(str(reason or "").split())[:MAX_REASON_CHARS]
+    return _clean(" ".join(str(reason or "").split())[:MAX_REASON_CHARS])
+
+
+def _clean(text: str) -> str:
+    """Text that can be written as UTF-8, with any likely secret redacted: what is recorded
+    lands in a manifest and a report."""
+    from ..secrets import redact
+
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return redact(text)
+
+
+def _resolved(store: MemoryStore, name: str) -> str | None:
+    """The live memory's name as it is on disk (case aside), None when there is none."""
+    try:
+        return store.resolve(name)
+    except MemoryNotFound:
+        return None
 
 
 def _on_disk(store: MemoryStore, file: str) -> bytes | None:
@@ -349,14 +426,19 @@ def _known(args: dict[str, Any], handler: Callable[..., str]) -> dict[str, Any]:
     return {n: args[n] for n in names if n in args}
 
 
-def _summary(args: dict[str, Any]) -> dict[str, Any]:
-    """The arguments as recorded: long text cut, with its size and sha256."""
+def _summary(args: object) -> dict[str, Any]:
+    """The arguments as recorded: a content by its size and sha256 only (a refused one may
+    hold a secret), other long text cut, everything redacted."""
     out: dict[str, Any] = {}
-    for key, value in list(args.items())[:8]:
-        text = value if isinstance(value, str) else repr(value)
-        if len(text) > 200:
-            data = text.encode("utf-8", "replace")
-            out[key] = {"cut": text[:200], "bytes": len(data), "sha256": record.sha256(data)}
+    for key, value in list(args.items())[:8] if isinstance(args, dict) else []:
+        text = value if isinstance(value, str) else repr(value)[:1000]
+        data = text.encode("utf-8", "replace")
+        if key == "content" or len(text) > 200:
+            out[_clean(str(key))[:40]] = {
+                "cut": "" if key == "content" else _clean(text[:200]),
+                "bytes": len(data),
+                "sha256": record.sha256(data),
+            }
         else:
-            out[key] = text
+            out[_clean(str(key))[:40]] = _clean(text)
     return out
