@@ -46,15 +46,21 @@ def dream(
     where = endpoint(settings, base_url=base_url, model=model)
     chat = ChatModel(where)
     checked = chat.check()
-    rounds_left = max_rounds or settings.dream_max_rounds
-    budget = max_tokens or settings.dream_max_tokens
+    round_limit = max_rounds or settings.dream_max_rounds
+    token_limit = max_tokens or settings.dream_max_tokens
     mode = "apply" if apply else "report"
     run_id = record.new_id()
     with record.running(store.state_dir, run_id):
         manifest = _start(store, run_id, mode, where, checked)
         search = _session_search(store, home or Path.home()) if sessions else None
-        toolbox = Toolbox(store, run_id, mode, _snapshotter(store, manifest), search)
-        toolbox._changed = lambda: _save(store, manifest, toolbox)
+        toolbox = Toolbox(
+            store,
+            run_id,
+            mode,
+            _snapshotter(store, manifest),
+            search,
+            lambda box: _save(store, manifest, box),
+        )
         manifest["sessions"] = sessions
         lang = settings.lang or _language(store)
         messages: list[dict[str, Any]] = [
@@ -66,8 +72,8 @@ def dream(
         ]
         try:
             while True:
-                if manifest["rounds"] >= rounds_left:
-                    _stop(manifest, "stopped", f"round limit ({rounds_left})")
+                if manifest["rounds"] >= round_limit:
+                    _stop(manifest, "stopped", f"round limit ({round_limit})")
                     break
                 reply = chat.chat(messages, toolbox.schemas)
                 manifest["rounds"] += 1
@@ -85,8 +91,8 @@ def dream(
                     manifest["summary"] = _clean(reply.content)
                     _stop(manifest, "done", "")
                     break
-                if manifest["tokens"] >= budget:
-                    _stop(manifest, "stopped", f"token limit ({budget})")
+                if manifest["tokens"] >= token_limit:
+                    _stop(manifest, "stopped", f"token limit ({token_limit})")
                     break
         except (SagememError, OSError) as exc:
             _stop(manifest, "failed", str(exc))
@@ -112,8 +118,13 @@ def apply_proposals(store: MemoryStore, run_id: str) -> dict[str, Any]:
             raise SagememError(f"{run_id}: its proposals were applied already, by run {source['applied_by']}")
         manifest = _start(store, new_id, "apply", None, True)
         manifest["source"] = run_id
-        toolbox = Toolbox(store, new_id, "apply", _snapshotter(store, manifest))
-        toolbox._changed = lambda: _save(store, manifest, toolbox)
+        toolbox = Toolbox(
+            store,
+            new_id,
+            "apply",
+            _snapshotter(store, manifest),
+            changed=lambda box: _save(store, manifest, box),
+        )
         try:
             replay(toolbox, list(source["proposals"]))
             _stop(manifest, "done", "")

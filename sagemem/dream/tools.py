@@ -106,7 +106,7 @@ class Toolbox:
         mode: str,
         before_write: Callable[[], None],
         sessions: Callable[[str], str] | None = None,
-        changed: Callable[[], None] = lambda: None,
+        changed: Callable[[Toolbox], None] = lambda _box: None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -337,7 +337,7 @@ class Toolbox:
                 **extra,
             }
         )
-        self._changed()
+        self._changed(self)
 
 
 def replay(toolbox: Toolbox, proposals: list[dict[str, Any]]) -> None:
