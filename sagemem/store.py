@@ -358,14 +358,14 @@ class MemoryStore:
     def index_bytes(self) -> bytes | None:
         """MEMORY.md's bytes as they are (None: there is none)."""
         path = self._index_path()
-        return None if path is None else guard.on_disk(path)
+        return None if path is None else _index_bytes(path)
 
     def put_back_index(self, data: bytes, *, expected: bytes | None) -> bool:
         """Write MEMORY.md's earlier bytes back (a rollback), only if it still holds
         `expected`; False (nothing written) when someone changed it meanwhile."""
         path = self._index_path() or self.memory_dir / INDEX_NAME
         with self._lock(path):
-            if guard.on_disk(path) != expected:
+            if _index_bytes(path) != expected:
                 return False
             write_atomic(path, data)
         return True
@@ -1101,3 +1101,11 @@ def _ensure_lines(path: Path, lines: Sequence[str]) -> bool:
     prefix = old if not old or old.endswith("\n") else old + "\n"
     write_atomic(path, (prefix + "".join(f"{line}\n" for line in missing)).encode("utf-8"))
     return True
+
+
+def _index_bytes(path: Path) -> bytes | None:
+    """MEMORY.md's bytes under its own cap (no link followed), None when there is none."""
+    try:
+        return read_bytes(path, limit=MAX_INDEX_FILE_BYTES)
+    except MemoryNotFound:
+        return None

@@ -255,31 +255,9 @@ class App:
         """Every dream run of every scope, oldest first, with what it did."""
         return {
             "runs": [
-                {
-                    **{
-                        k: m.get(k)
-                        for k in (
-                            "mode",
-                            "status",
-                            "stop",
-                            "model",
-                            "started",
-                            "finished",
-                            "rounds",
-                            "tokens",
-                        )
-                    },
-                    "id": self._id(store, m["id"]),
-                    "scope": store.scope,
-                    "changes": len(m.get("changes", [])),
-                    "proposals": len(m.get("proposals", [])),
-                    "refused": len(m.get("refused", [])),
-                    "source": m.get("source"),
-                    "applied_by": m.get("applied_by"),
-                    "rollbacks": len(m.get("rollbacks", [])),
-                }
+                {**m, "id": self._id(store, m["id"]), "scope": store.scope}
                 for store, _ in self._scopes()
-                for m in dream.runs(store)
+                for m in dream.summaries(store)
             ]
         }
 

@@ -757,20 +757,25 @@ def test_a_damaged_second_scope_is_named_and_the_others_are_shown(
     assert {"project:project_studio_opening.md", "user:user_pnpm.md"} <= {m["file"] for m in data["memories"]}
 
 
-def test_dream_runs_are_listed_shown_applied_and_rolled_back(client: Client, store: MemoryStore) -> None:
+def propose_archiving_the_old_plan(store: MemoryStore) -> dict[str, Any]:
+    """A report run (against a scripted model) that proposes to archive the old plan."""
     from sagemem.dream import dream
 
     from .fake_openai import calls, final, serving
 
-    path = store.memory_dir / "project_old_plan.md"
-    original = path.read_bytes()
     script = [
         calls(("read_memory", {"file": "project_old_plan.md"})),
         calls(("propose_archive", {"file": "project_old_plan.md", "reason": "the plan was replaced"})),
         final("Proposed one archive."),
     ]
     with serving(script) as fake:
-        run = dream(store, base_url=fake.url, model="fake-model")
+        return dream(store, base_url=fake.url, model="fake-model")
+
+
+def test_dream_runs_are_listed_shown_applied_and_rolled_back(client: Client, store: MemoryStore) -> None:
+    path = store.memory_dir / "project_old_plan.md"
+    original = path.read_bytes()
+    run = propose_archiving_the_old_plan(store)
     status, data = client.get("/api/dream")
     assert status == 200 and [(r["id"], r["mode"], r["proposals"]) for r in data["runs"]] == [
         (run["id"], "report", 1)

@@ -23,6 +23,7 @@ from sagemem.ui import Server
 
 from .memories import DANCE, MUSIC, OLD_PLAN, make
 from .test_git import git
+from .test_ui import propose_archiving_the_old_plan
 
 webdriver = pytest.importorskip("selenium.webdriver")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -274,17 +275,7 @@ def test_the_scope_chips_show_every_scope_and_filter_the_list(tmp_path: Path, sh
 def test_the_dream_page_shows_a_run_s_report_and_applies_its_proposals(
     store: MemoryStore, shots: Path
 ) -> None:
-    from sagemem.dream import dream
-
-    from .fake_openai import calls, final, serving
-
-    script = [
-        calls(("read_memory", {"file": "project_old_plan.md"})),
-        calls(("propose_archive", {"file": "project_old_plan.md", "reason": "the plan was replaced"})),
-        final("Proposed one archive."),
-    ]
-    with serving(script) as fake:
-        run = dream(store, base_url=fake.url, model="fake-model")
+    run = propose_archiving_the_old_plan(store)
     with page(store) as browser:
         browser.execute_script("window.confirm = () => true")
         browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="dream"]').click()

@@ -62,18 +62,15 @@ def dream(
 @pass_ctx
 def dream_list(ctx: _Context, as_json: bool) -> None:
     """Every run, oldest first."""
-    from ..dream import record, runs
+    from ..dream import summaries
 
-    found = runs(ctx.store)
-    if any(m["status"] == "running" for m in found) and not record.held(ctx.store.state_dir):
-        for m in found:  # no run holds the lock: one still `running` was cut short
-            m["status"] = "interrupted" if m["status"] == "running" else m["status"]
+    found = summaries(ctx.store)
     if as_json:
-        return _print_json([{k: m.get(k) for k in _LISTED} for m in found])
+        return _print_json(found)
     for m in found:
         say(
-            f"{m['id']}  {m['mode']:<6}  {m['status']:<8}  {len(m.get('changes', [])):>3} changes"
-            f"  {len(m.get('proposals', [])):>3} proposals  {m.get('model') or '-'}"
+            f"{m['id']}  {m['mode']:<6}  {m['status']:<11}  {m['changes']:>3} changes"
+            f"  {m['proposals']:>3} proposals  {m['model'] or '-'}"
         )
 
 
@@ -127,21 +124,6 @@ def dream_rollback(ctx: _Context, run_id: str, scope: str, as_json: bool) -> Non
     for key in ("restored", "archived", "retired", "kept", "conflicts"):
         if done.get(key):
             say(f"{key}: {', '.join(done[key])}")
-
-
-_LISTED = (
-    "id",
-    "mode",
-    "status",
-    "stop",
-    "model",
-    "started",
-    "finished",
-    "rounds",
-    "tokens",
-    "snapshot",
-    "source",
-)
 
 
 def _summary(ctx: _Context, m: dict[str, Any]) -> None:

@@ -6,6 +6,6 @@ replaced and the lock, `report` writes what a person reads, `model` reaches the 
 """
 
 from .record import DreamBusy
-from .run import apply_proposals, dream, rollback, runs, show
+from .run import apply_proposals, dream, rollback, runs, show, summaries
 
-__all__ = ["DreamBusy", "apply_proposals", "dream", "rollback", "runs", "show"]
+__all__ = ["DreamBusy", "apply_proposals", "dream", "rollback", "runs", "show", "summaries"]

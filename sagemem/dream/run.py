@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..archive import ARCHIVE_DIR
-from ..errors import MemoryNotFound, SagememError
-from ..files import MAX_ARCHIVED_BYTES, MAX_FILE_BYTES, read_bytes
+from ..errors import SagememError
+from ..files import MAX_ARCHIVED_BYTES
 from ..memory import version_of
 from ..names import name_key
 from ..store import MemoryStore
@@ -24,7 +24,7 @@ from ..tokenize import has_cjk
 from . import auto, prompt, record, report
 from . import sessions as sessions_module
 from .model import ChatModel, Endpoint, ModelError, arguments, endpoint
-from .tools import Toolbox, replay
+from .tools import Toolbox, clean, on_disk, replay
 
 
 def dream(
@@ -88,7 +88,7 @@ def dream(
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
                 _keep(manifest, toolbox)
                 if not reply.calls:
-                    manifest["summary"] = _clean(reply.content)
+                    manifest["summary"] = clean(reply.content)
                     _stop(manifest, "done", "")
                     break
                 if manifest["tokens"] >= token_limit:
@@ -185,7 +185,7 @@ def _undo(store: MemoryStore, run_id: str, manifest: dict[str, Any]) -> dict[str
     untouched = bool(index.get("after")) and record.sha256(store.index_bytes()) == index["after"]["sha256"]
     for change in reversed(manifest["changes"]):
         file, op = change["file"], change["op"]
-        current = _bytes(store, file)
+        current = on_disk(store, file)
         try:
             if op in ("write", "create"):
                 if current is None or record.sha256(current) != (change["after"] or {}).get("sha256"):
@@ -203,7 +203,7 @@ def _undo(store: MemoryStore, run_id: str, manifest: dict[str, Any]) -> dict[str
                     )
                     archived.append(file)
             elif op == "archive":
-                copy = _bytes(store, f"{ARCHIVE_DIR}/{file}", archived=True)
+                copy = on_disk(store, f"{ARCHIVE_DIR}/{file}", limit=MAX_ARCHIVED_BYTES)
                 if current is not None:
                     left.append((file, "a live memory of that name exists"))
                 elif copy is None or record.sha256(copy) != (change.get("archived") or {}).get("sha256"):
@@ -211,7 +211,7 @@ def _undo(store: MemoryStore, run_id: str, manifest: dict[str, Any]) -> dict[str
                 else:
                     data = record.blob(store.state_dir, run_id, change["before_blob"])
                     back = store.restore(file)
-                    if _bytes(store, back.file) != data:
+                    if on_disk(store, back.file) != data:
                         store.put_back(back.file, data, expected_version=back.version, writer=writer)
                     restored.append(file)
         except (SagememError, OSError) as exc:
@@ -236,6 +236,25 @@ def _undo(store: MemoryStore, run_id: str, manifest: dict[str, Any]) -> dict[str
 
 def runs(store: MemoryStore) -> list[dict[str, Any]]:
     return record.listing(store.state_dir)
+
+
+# What a listing shows of each run, besides how many changes, proposals and refusals it had.
+_LISTED = "id mode status stop model started finished rounds tokens snapshot source applied_by".split()
+
+
+def summaries(store: MemoryStore) -> list[dict[str, Any]]:
+    """Every run, oldest first, as a listing shows it: what it was and how much it did. A run
+    still `running` while no run holds the lock was cut short: it is `interrupted`."""
+    found = runs(store)
+    cut_short = any(m["status"] == "running" for m in found) and not record.held(store.state_dir)
+    return [
+        {
+            **{key: m.get(key) for key in _LISTED},
+            "status": "interrupted" if cut_short and m["status"] == "running" else m["status"],
+            **{key: len(m.get(key, [])) for key in ("changes", "proposals", "refused", "rollbacks")},
+        }
+        for m in found
+    ]
 
 
 def show(store: MemoryStore, run_id: str) -> dict[str, Any]:
@@ -320,20 +339,6 @@ def _report(store: MemoryStore, manifest: dict[str, Any]) -> None:
     except (SagememError, OSError) as exc:
         manifest["report_error"] = str(exc)
         record.save(store.state_dir, manifest)
-
-
-def _bytes(store: MemoryStore, file: str, *, archived: bool = False) -> bytes | None:
-    try:
-        return read_bytes(store.memory_dir / file, limit=MAX_ARCHIVED_BYTES if archived else MAX_FILE_BYTES)
-    except MemoryNotFound:
-        return None
-
-
-def _clean(text: object) -> str:
-    """The model's closing words as recorded: text, secrets redacted."""
-    from ..secrets import redact
-
-    return redact(str(text or "").encode("utf-8", "replace").decode("utf-8"))
 
 
 def _session_search(store: MemoryStore, home: Path) -> Callable[[str], str]:

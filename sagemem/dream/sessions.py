@@ -21,6 +21,7 @@ from typing import Any
 
 NEWEST = 40  # transcripts searched, newest first
 MAX_TRANSCRIPT_BYTES = 64 * 1024 * 1024
+MAX_LINE_BYTES = 1024 * 1024
 MAX_RESULT_CHARS = 8000
 MAX_CODEX_LISTED = 400  # Codex rollouts looked at to find this project's
 
@@ -106,10 +107,10 @@ def _lines(path: Path) -> Iterator[str]:
         if not stat.S_ISREG(info.st_mode):
             return
         read = 0
-        for raw in handle:
+        # A line is read up to MAX_LINE_BYTES at a time: one huge line is never held whole (a
+        # cut line is no JSON, and is skipped).
+        while read <= MAX_TRANSCRIPT_BYTES and (raw := handle.readline(MAX_LINE_BYTES)):
             read += len(raw)
-            if read > MAX_TRANSCRIPT_BYTES:
-                return
             yield raw.decode("utf-8", "replace")
 
 

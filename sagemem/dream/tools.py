@@ -19,8 +19,8 @@ from typing import Any
 
 from .. import guard
 from ..errors import MemoryNotFound, SagememError, VersionConflict
-from ..files import read_bytes
-from ..names import INDEX_NAME, check_name, is_reserved, name_key
+from ..files import MAX_FILE_BYTES, read_bytes
+from ..names import INDEX_NAME, check_name, name_key
 from ..store import MemoryStore
 from . import record
 
@@ -151,7 +151,7 @@ class Toolbox:
             return f"refused: {exc}"
 
     def refuse(self, tool: str, args: dict[str, Any], why: str) -> None:
-        self.refused.append({"tool": tool, "args": _summary(args), "why": _clean(why), "at": record.now()})
+        self.refused.append({"tool": tool, "args": _summary(args), "why": clean(why), "at": record.now()})
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -236,7 +236,7 @@ class Toolbox:
         file, expected = self._expected(file, whole=True)
         data = _content(file, content)
         self._begin()
-        before = _on_disk(self.store, file)
+        before = on_disk(self.store, file)
         kept = None if before is None else record.keep_blob(self.store.state_dir, self.run_id, before)
         try:
             written = self.store.write(
@@ -258,7 +258,7 @@ class Toolbox:
         if expected is None:
             raise Refused(f"{file}: no such memory")
         self._begin()
-        before = _on_disk(self.store, file)
+        before = on_disk(self.store, file)
         kept = None if before is None else record.keep_blob(self.store.state_dir, self.run_id, before)
         try:
             moved = self.store.archive(
@@ -355,9 +355,7 @@ def replay(toolbox: Toolbox, proposals: list[dict[str, Any]]) -> None:
         elif proposal.get("op") == "archive":
             toolbox.call("archive_memory", {"file": file, "reason": proposal.get("reason", "")})
         else:
-            toolbox.refused.append(
-                {"tool": "apply", "args": _summary(proposal), "why": "unknown operation", "at": record.now()}
-            )
+            toolbox.refuse("apply", proposal, "unknown operation")
 
 
 def _name(file: object) -> str:
@@ -365,14 +363,11 @@ def _name(file: object) -> str:
         raise Refused(
             f"{INDEX_NAME} is kept by sagemem from each memory's description; change the description"
         )
-    name = check_name(file)
-    if is_reserved(name):
-        raise Refused(f"{name}: is reserved, not a memory")
-    return name
+    return check_name(file)  # also refuses the reserved names
 
 
 def _is_index(file: object) -> bool:
-    return isinstance(file, str) and file.lower() == INDEX_NAME.lower()
+    return isinstance(file, str) and name_key(file) == name_key(INDEX_NAME)
 
 
 def _content(file: str, content: object) -> str:
@@ -388,16 +383,14 @@ def _content(file: str, content: object) -> str:
 
 
 def _reason(reason: object) -> str:
-    return _clean(" ".join(str(reason or "").split())[:MAX_REASON_CHARS])
+    return clean(" ".join(str(reason or "").split())[:MAX_REASON_CHARS])
 
 
-def _clean(text: str) -> str:
-    """Text that can be written as UTF-8, with any likely secret redacted: what is recorded
-    lands in a manifest and a report."""
+def clean(text: object) -> str:
+    """Text as recorded (a manifest, a report): valid UTF-8, any likely secret redacted."""
     from ..secrets import redact
 
-    text = text.encode("utf-8", "replace").decode("utf-8")
-    return redact(text)
+    return redact(str(text or "").encode("utf-8", "replace").decode("utf-8"))
 
 
 def _resolved(store: MemoryStore, name: str) -> str | None:
@@ -408,9 +401,11 @@ def _resolved(store: MemoryStore, name: str) -> str | None:
         return None
 
 
-def _on_disk(store: MemoryStore, file: str) -> bytes | None:
+def on_disk(store: MemoryStore, file: str, *, limit: int = MAX_FILE_BYTES) -> bytes | None:
+    """The bytes of `file` in the memory directory (no link followed, up to `limit`), None
+    when there is none."""
     try:
-        return read_bytes(store.memory_dir / file)
+        return read_bytes(store.memory_dir / file, limit=limit)
     except MemoryNotFound:
         return None
 
@@ -434,11 +429,11 @@ def _summary(args: object) -> dict[str, Any]:
         text = value if isinstance(value, str) else repr(value)[:1000]
         data = text.encode("utf-8", "replace")
         if key == "content" or len(text) > 200:
-            out[_clean(str(key))[:40]] = {
-                "cut": "" if key == "content" else _clean(text[:200]),
+            out[clean(str(key))[:40]] = {
+                "cut": "" if key == "content" else clean(text[:200]),
                 "bytes": len(data),
                 "sha256": record.sha256(data),
             }
         else:
-            out[_clean(str(key))[:40]] = _clean(text)
+            out[clean(str(key))[:40]] = clean(text)
     return out
