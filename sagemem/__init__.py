@@ -16,28 +16,28 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "MemoryStore": "store",
+    "MemoryStore": "memory_store",
     "MemorySet": "memory_set",
-    "Memory": "memory",
-    "SagememError": "errors",
-    "VersionConflict": "errors",
-    "InvalidMemory": "errors",
-    "InvalidName": "errors",
-    "MemoryNotFound": "errors",
-    "StoreNotFound": "errors",
+    "Memory": "store.memory",
+    "SagememError": "store.errors",
+    "VersionConflict": "store.errors",
+    "InvalidMemory": "store.errors",
+    "InvalidName": "store.errors",
+    "MemoryNotFound": "store.errors",
+    "StoreNotFound": "store.errors",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:
-    from .errors import InvalidMemory as InvalidMemory
-    from .errors import InvalidName as InvalidName
-    from .errors import MemoryNotFound as MemoryNotFound
-    from .errors import SagememError as SagememError
-    from .errors import StoreNotFound as StoreNotFound
-    from .errors import VersionConflict as VersionConflict
-    from .memory import Memory as Memory
     from .memory_set import MemorySet as MemorySet
-    from .store import MemoryStore as MemoryStore
+    from .memory_store import MemoryStore as MemoryStore
+    from .store.errors import InvalidMemory as InvalidMemory
+    from .store.errors import InvalidName as InvalidName
+    from .store.errors import MemoryNotFound as MemoryNotFound
+    from .store.errors import SagememError as SagememError
+    from .store.errors import StoreNotFound as StoreNotFound
+    from .store.errors import VersionConflict as VersionConflict
+    from .store.memory import Memory as Memory
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@ import sys
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "hook":
-        from .hooks import main as hook
+        from .agents.hooks import main as hook
 
         raise SystemExit(hook(sys.argv[2:]))
     from .cli import main as cli

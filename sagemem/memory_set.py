@@ -18,14 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import corpus as corpus_module
-from . import lexicon, retrieve
-from .config import Scope, Settings, locate_scopes
-from .errors import MemoryNotFound, SagememError
-from .inject import Injection, inject_set
-from .memory import Memory
-from .names import check_name
-from .store import MemoryStore
+from .memory_store import MemoryStore
+from .search import corpus as corpus_module
+from .search import lexicon, retrieve
+from .search.inject import Injection, inject_set
+from .store.config import Scope, Settings, locate_scopes
+from .store.errors import MemoryNotFound, SagememError
+from .store.memory import Memory
+from .store.names import check_name
 
 PROJECT_TYPES = ("feedback", "project", "reference")
 

@@ -22,8 +22,8 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..errors import SagememError, SagememWarning
-from ..text import printable
+from ..store.errors import SagememError, SagememWarning
+from ..store.text import printable
 
 
 class _Failure(click.ClickException):
@@ -73,8 +73,8 @@ class _Context:
     def scopes(self) -> Any:
         """The scopes, found without loading the library's writing half (the hot path needs
         only these)."""
-        from ..config import locate_scopes
-        from ..errors import SagememError
+        from ..store.config import locate_scopes
+        from ..store.errors import SagememError
 
         found = locate_scopes(self.memory_dir, self.state_dir)
         if self.only is None:
@@ -87,7 +87,7 @@ class _Context:
 
     @cached_property
     def location(self) -> Any:
-        from ..config import Location
+        from ..store.config import Location
 
         first = self.scopes[0]
         return Location(first.memory_dir, first.state_dir, first.rule, "")
@@ -95,7 +95,7 @@ class _Context:
     @cached_property
     def memory_set(self) -> Any:
         from ..memory_set import MemorySet
-        from ..progress import Bar
+        from .progress import Bar
 
         found = MemorySet(self.scopes)
         for store in found.stores:

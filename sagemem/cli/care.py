@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from ..errors import SagememError
-from ..ledger import Record
-from ..names import name_key
+from ..store.errors import SagememError
+from ..store.ledger import Record
+from ..store.names import name_key
 from .base import _Context, _print_json, _uses, cli, count, json_option, pass_ctx, say
 
 

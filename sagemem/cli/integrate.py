@@ -25,7 +25,7 @@ def hook(ctx: _Context, harness: str, event: str | None) -> None:
     Example (what `sagemem install claude-code` registers):
         sagemem hook claude-code UserPromptSubmit
     """
-    from ..hooks import main
+    from ..agents.hooks import main
 
     raise SystemExit(
         main(
@@ -94,7 +94,7 @@ def install(
         )
     outcome = _apply(harness, scope, profile, bridge, add=True, dry_run=dry_run, memory=memory, into=ctx.only)
     if not dry_run:
-        from .. import lexicon
+        from ..search import lexicon
 
         lexicon.where()  # built now, so the harness's first prompt need not build it
     _report(outcome, as_json)
@@ -121,10 +121,10 @@ def _apply(
     memory: str | None = None,
     into: str | None = None,
 ) -> dict[str, object]:
-    from ..errors import SagememError
+    from ..store.errors import SagememError
 
     if harness == "dsh":
-        from .. import dsh
+        from ..agents import dsh
 
         if scope == "project":
             raise SagememError(
@@ -134,7 +134,7 @@ def _apply(
         return dsh.apply(add=add, profile=profile, bridge=bridge, dry_run=dry_run)
     if profile or bridge:
         raise click.UsageError("--profile and --bridge are for dsh only")
-    from ..install import apply
+    from ..agents.install import apply
 
     return apply(harness, scope or "project", add=add, dry_run=dry_run, memory=memory, into=into)
 
@@ -194,7 +194,7 @@ def doctor(as_json: bool) -> None:
     Example:
         sagemem doctor
     """
-    from ..doctor import UNKNOWN, diagnose
+    from ..agents.doctor import UNKNOWN, diagnose
 
     report = diagnose()
     if as_json:
@@ -220,14 +220,14 @@ def mcp(ctx: _Context) -> None:
     Example (Claude Code):
         claude mcp add --scope project sagemem -- sagemem mcp
     """
-    from ..errors import SagememError, StoreNotFound
+    from ..store.errors import SagememError, StoreNotFound
 
     scopes = [s for s in ctx.scopes if s.memory_dir.is_dir()]
     if not scopes:
         first = ctx.scopes[0].memory_dir
         raise StoreNotFound(f"{first}: memory directory does not exist (run `sagemem init`)")
     try:
-        from ..mcp_server import serve
+        from ..agents.mcp_server import serve
     except ImportError:
         raise SagememError("the MCP server needs the mcp package: pip install 'sagemem[mcp]'") from None
     serve(scopes)
@@ -248,7 +248,7 @@ def ui(ctx: _Context, port: int, no_open: bool) -> None:
     Example:
         sagemem ui --no-open
     """
-    from ..ui import serve
+    from ..ui.server import serve
 
     memories = ctx.memory_set
     memories.first.memories()  # a missing directory fails here, with the usual message
@@ -272,7 +272,7 @@ def watch(ctx: _Context) -> None:
     """
     import threading
 
-    from ..watch import watch as run
+    from .watch import watch as run
 
     stop = threading.Event()
     store = ctx.store

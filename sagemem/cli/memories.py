@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from ..errors import MemoryNotFound, SagememError
-from ..names import TYPES
-from ..text import split_lines
+from ..store.errors import MemoryNotFound, SagememError
+from ..store.names import TYPES
+from ..store.text import split_lines
 from .base import (
     _conflict_summary,
     _Context,
@@ -50,11 +50,11 @@ def init(ctx: _Context, git: bool, project: bool, as_json: bool) -> None:
     if project:
         if ctx.memory_dir is not None:
             raise click.UsageError("--project and --dir choose the directory twice; use one")
-        from ..config import PROJECT_DIR
+        from ..store.config import PROJECT_DIR
 
         ctx.memory_dir = Path.cwd() / PROJECT_DIR
     elif ctx.memory_dir is None:
-        from ..config import locate, user_memory_dir
+        from ..store.config import locate, user_memory_dir
 
         if locate(None, ctx.state_dir).rule.startswith("sage-mem's"):
             # `init` makes sagemem's own directory: sage-mem's is used, never set up, by sagemem.
@@ -327,7 +327,7 @@ def _target(ctx: _Context, name: str, expected: str | None, content: str, into: 
         return memories.find(name)
     except MemoryNotFound:
         pass  # new, or (with a version) deleted meanwhile: the write itself says which
-    from ..memory import parse_memory  # YAML: loaded by the writing commands only
+    from ..store.memory import parse_memory  # YAML: loaded by the writing commands only
 
     try:
         kind = parse_memory(file, content.encode("utf-8")).type

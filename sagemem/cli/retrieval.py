@@ -25,7 +25,7 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
     Example:
         sagemem search "how do we deploy to production" --json
     """
-    from ..inject import read_snippet
+    from ..search.inject import read_snippet
 
     memories = ctx.memory_set
     result = memories.search(query, limit=limit, pull=True)
@@ -74,9 +74,9 @@ def inject(ctx: _Context, query: str, session: str | None, reset: bool, output: 
         raise click.UsageError("--reset needs --session")
     # The hot path: the inject module directly (what MemoryStore.inject calls), so that a
     # prompt does not pay for importing the writing half of the library (YAML, guard, index).
-    from ..config import load_settings
-    from ..errors import StoreNotFound
-    from ..inject import inject_set
+    from ..search.inject import inject_set
+    from ..store.config import load_settings
+    from ..store.errors import StoreNotFound
 
     scopes = [s for s in ctx.scopes if s.memory_dir.is_dir()]
     if not scopes:
@@ -109,9 +109,9 @@ def eval_(ctx: _Context, set_dir: Path, scopes: int, as_json: bool) -> None:
     Example:
         sagemem eval fixtures/eval
     """
-    from ..config import load_settings
-    from ..evaluate import evaluate
-    from ..progress import Bar
+    from ..search.evaluate import evaluate
+    from ..store.config import load_settings
+    from .progress import Bar
 
     settings = load_settings(Path(ctx.state_dir) if ctx.state_dir else set_dir / "memory" / ".sagemem")
     report = evaluate(set_dir, settings, Bar.for_terminal("evaluating"), scopes=scopes)
@@ -145,8 +145,8 @@ def bench(memories: int, lang: str, repeat: int, scopes: int, as_json: bool) -> 
     Example:
         sagemem bench --memories 1000 --lang zh
     """
-    from ..bench import format_report, run
-    from ..progress import Bar
+    from ..search.bench import format_report, run
+    from .progress import Bar
 
     report = run(memories, lang, repeat, Bar.for_terminal("bench"), scopes=scopes)
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))

@@ -19,9 +19,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..config import Scope, Settings
-from ..errors import SagememError
-from ..files import read_state, safe_folder, write_atomic
+from ..store.config import Scope, Settings
+from ..store.errors import SagememError
+from ..store.files import read_state, safe_folder, write_atomic
 
 STATE = "auto.json"  # {"last": when the last run ended, "started": when the trigger last fired}
 THROTTLE_SECONDS = 600  # a run just started is not started again while it may still be running

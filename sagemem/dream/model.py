@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
-from ..config import Settings
-from ..errors import SagememError
+from ..store.config import Settings
+from ..store.errors import SagememError
 
 KNOWN_HOSTS = ("api.openai.com", "api.deepseek.com")
 TIMEOUT = 180.0

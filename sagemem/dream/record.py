@@ -24,9 +24,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import locking
-from ..errors import SagememError
-from ..files import read_state, safe_folder, write_atomic
+from ..store import locking
+from ..store.errors import SagememError
+from ..store.files import read_state, safe_folder, write_atomic
 
 SCHEMA = 1
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..files import safe_folder, write_atomic
-from ..store import MemoryStore
+from ..memory_store import MemoryStore
+from ..store.files import safe_folder, write_atomic
 from . import record
 
 

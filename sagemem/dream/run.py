@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..archive import ARCHIVE_DIR
-from ..errors import SagememError
-from ..files import MAX_ARCHIVED_BYTES
-from ..memory import version_of
-from ..names import name_key
-from ..store import MemoryStore
-from ..tokenize import has_cjk
+from ..memory_store import MemoryStore
+from ..search.tokenize import has_cjk
+from ..store.archive import ARCHIVE_DIR
+from ..store.errors import SagememError
+from ..store.files import MAX_ARCHIVED_BYTES
+from ..store.memory import version_of
+from ..store.names import name_key
 from . import auto, prompt, record, report
 from . import sessions as sessions_module
 from .model import ChatModel, Endpoint, ModelError, arguments, endpoint
@@ -344,7 +344,7 @@ def _report(store: MemoryStore, manifest: dict[str, Any]) -> None:
 def _session_search(store: MemoryStore, home: Path) -> Callable[[str], str]:
     """Search over the transcripts of this project (a project scope, `<root>/.sagemem/memory`),
     or of every project (any other directory)."""
-    from ..native import claude_memory_dir
+    from ..store.native import claude_memory_dir
 
     root = store.memory_dir.parent.parent
     is_project = store.memory_dir.parent.name == ".sagemem" and root != home

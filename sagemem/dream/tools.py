@@ -17,11 +17,11 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from .. import guard
-from ..errors import MemoryNotFound, SagememError, VersionConflict
-from ..files import MAX_FILE_BYTES, read_bytes
-from ..names import INDEX_NAME, check_name, name_key
-from ..store import MemoryStore
+from ..memory_store import MemoryStore
+from ..store import guard
+from ..store.errors import MemoryNotFound, SagememError, VersionConflict
+from ..store.files import MAX_FILE_BYTES, read_bytes
+from ..store.names import INDEX_NAME, check_name, name_key
 from . import record
 
 MAX_READ_CHARS = 20_000
@@ -388,7 +388,7 @@ def _reason(reason: object) -> str:
 
 def clean(text: object) -> str:
     """Text as recorded (a manifest, a report): valid UTF-8, any likely secret redacted."""
-    from ..secrets import redact
+    from ..store.secrets import redact
 
     return redact(str(text or "").encode("utf-8", "replace").decode("utf-8"))
 

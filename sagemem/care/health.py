@@ -16,12 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import frontmatter
-from .errors import InvalidMemory
-from .index import IndexReport
-from .memory import Memory
-from .names import TYPES, name_key
-from .text import conflict_marker_line, split_lines
+from ..store import frontmatter
+from ..store.errors import InvalidMemory
+from ..store.index import IndexReport
+from ..store.memory import Memory
+from ..store.names import TYPES, name_key
+from ..store.text import conflict_marker_line, split_lines
 
 MAX_INDEX_LINES = 200  # what Claude Code loads of MEMORY.md
 MAX_INDEX_BYTES = 25 * 1024
@@ -357,7 +357,7 @@ def _run(line: str) -> str:
 
 
 def _secrets(file: str, text: str, advice: str = "move it out of memory") -> list[Finding]:
-    from .secrets import scan  # detect-secrets loads on the first scan: never on the hook path
+    from ..store.secrets import scan  # detect-secrets loads on the first scan: never on the hook path
 
     return [Finding("secret", file, f"looks like a {s.kind}; {advice}", s.line) for s in scan(text)]
 

@@ -17,16 +17,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from ..store.errors import SagememError
+from ..store.names import is_memory_name, name_key
+from ..store.text import conflict_marker_line, split_lines
 from . import cache
 from .bm25 import Index
 from .cache import Progress
-from .errors import SagememError
-from .names import is_memory_name, name_key
-from .text import conflict_marker_line, split_lines
 from .tokenize import MAX_SEGMENTED_CHARS, document_tokens
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from ..store.memory import Memory
 
 T = TypeVar("T")
 # Stage-1 fields and their weights, applied by repeating the field's tokens.
@@ -312,7 +312,7 @@ def index_file(
     for a memory with unresolved git conflict markers (left out, and the injection says so:
     half of each side, markers and all, is no memory to act on); None when the file is not a
     usable memory (`list` and `check` say why)."""
-    from .memory import parse_memory  # YAML is loaded only when a file needs indexing
+    from ..store.memory import parse_memory  # YAML is loaded only when a file needs indexing
 
     if conflict_marker_line(data.decode("utf-8", "replace")) is not None:
         return MERGE_CONFLICT

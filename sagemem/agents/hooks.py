@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .config import Scope
+    from ..store.config import Scope
 
 HARNESSES = ("claude-code", "codex", "gemini", "dsh")
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
@@ -121,8 +121,8 @@ def handle(
             raise ValueError(f"unknown harness {harness!r} (one of {', '.join(HARNESSES)})")
         if fired not in PROMPT_EVENTS + START_EVENTS + TOOL_EVENTS:
             return None
-        from .config import load_settings, locate_scopes
-        from .inject import inject_set
+        from ..search.inject import inject_set
+        from ..store.config import load_settings, locate_scopes
 
         cwd = Path(str(data.get("cwd") or os.getcwd()))
         found = locate_scopes(memory_dir, state_dir, env=env, cwd=cwd)
@@ -171,13 +171,13 @@ def _rules_for(harness: str, cwd: Path, env: Mapping[str, str] | None) -> Any:
     """How this harness's model may save a memory, when the harness tells it nothing itself:
     Claude Code does, in its own prompt, while its auto memory is on (sagemem reads that
     folder as a scope); Codex, Gemini CLI and dsh do not. None: no rules from sagemem."""
-    from .inject import Rules
+    from ..search.inject import Rules
 
     environment = os.environ if env is None else env
     home = Path(environment["HOME"]) if environment.get("HOME") else Path.home()
     try:
         if harness == "claude-code":
-            from .native import claude_auto_memory
+            from ..store.native import claude_auto_memory
 
             if claude_auto_memory(cwd, home, environment)[0]:
                 return None
@@ -196,8 +196,8 @@ def _mcp_ready(harness: str, cwd: Path, home: Path, env: Mapping[str, str]) -> b
         return False
     if harness == "dsh":
         return True  # `install dsh` mounts the MCP client beside the hooks bridge
+    from ..store.native import git_main_root, read_json
     from .install import registered_mcp
-    from .native import git_main_root, read_json
 
     root = git_main_root(cwd) or cwd
     if harness == "claude-code":
@@ -220,7 +220,7 @@ def _session_start(scopes: list[Scope]) -> list[tuple[str, str]]:
     they are repaired (a snapshot is taken first). And a merge can carry an edit into an
     archived copy, out of every live memory: each such file is returned as a finding for the
     session to be told about. Failing here never stops the injection."""
-    from .store import MemoryStore
+    from ..memory_store import MemoryStore
 
     care = []
     for scope in scopes:
@@ -242,7 +242,7 @@ def _session_start(scopes: list[Scope]) -> list[tuple[str, str]]:
 def _dream_if_due(scope: Scope, settings: Any, cwd: Path, env: Mapping[str, str] | None) -> None:
     """The automatic dream trigger (opt-in): a detached run when one is due, never a wait."""
     try:
-        from .dream.auto import maybe_start
+        from ..dream.auto import maybe_start
 
         if maybe_start(scope, settings, cwd=cwd, env=env):
             _log(scope.state_dir, f"dream: a {settings.dream_auto} run started in the background")
@@ -275,12 +275,12 @@ def _file_tool(
         return None
     memory_dir, state_dir = scope.memory_dir, scope.state_dir
     key = f"{scope.name}:{file}" if len(scopes) > 1 else file  # how the session's ledger names it
-    from . import guard
-    from . import ledger as access
-    from .config import state_places
-    from .errors import SagememError
-    from .memory import version_of
-    from .session import open_ledger
+    from ..search.session import open_ledger
+    from ..store import guard
+    from ..store import ledger as access
+    from ..store.config import state_places
+    from ..store.errors import SagememError
+    from ..store.memory import version_of
 
     path = memory_dir / file
     current = guard.on_disk(path)
@@ -309,7 +309,7 @@ def _file_tool(
             except (OSError, SagememError) as exc:  # a count lost, never the guard's record
                 _log(state_dir, f"access ledger not written: {exc}")
         elif current is not None:
-            from .store import MemoryStore
+            from ..memory_store import MemoryStore
 
             MemoryStore.of(scope).refresh_index_line(file)
         return None
@@ -345,7 +345,7 @@ def _memory_file(memory_dir: Path, raw: Any, cwd: str | None) -> str | None:
     A relative path is the agent's, so it counts from the agent's working directory."""
     if not isinstance(raw, str) or not raw:
         return None
-    from .names import check_name
+    from ..store.names import check_name
 
     path = Path(raw)
     if not path.is_absolute() and cwd:
@@ -375,8 +375,8 @@ def _proposed(tool: str, arguments: dict[str, Any], text: str) -> str | None:
 
 def _log(state: Path | None, message: str) -> None:
     try:
-        from .config import locate
-        from .log import log_once
+        from ..store.config import locate
+        from ..store.log import log_once
 
         log_once(state or locate().state_dir, message, HOOK_LOG, once=False)
     except Exception:  # noqa: S110 - the log is the last resort; nothing is left to tell

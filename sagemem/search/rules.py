@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .text import printable
+from ..store.text import printable
 from .tokenize import has_cjk
 
 MAX_RULES_BYTES = 1200

@@ -10,7 +10,7 @@ from .places import Places
 
 def memory_findings(places: Places) -> list[Finding]:
     """The memory directory a hook run here would use: it exists, and its health check."""
-    from ..config import locate
+    from ...store.config import locate
 
     location = locate(env=places.env, cwd=places.cwd)
     folder = location.memory_dir
@@ -18,7 +18,7 @@ def memory_findings(places: Places) -> list[Finding]:
         text = f"no memory here: a hook would use {folder} ({location.rule}), which does not exist"
         fix = "sagemem init --project (this project's memory) or sagemem init (yours, for everywhere)"
         return [problem("memory", "memory", text, fix, folder)]
-    from ..store import MemoryStore
+    from ...memory_store import MemoryStore
 
     try:
         report = MemoryStore.at(location).check()

@@ -34,8 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import SagememError
-from .files import read_config, write_atomic
+from ..store.errors import SagememError
+from ..store.files import read_config, write_atomic
 from .install import backup_beside
 
 BRIDGE = "@deepseek-ai/dsh-hooks-claude-code"
@@ -109,7 +109,7 @@ def _entry_module(place: Path) -> Path | None:
 def sagemem_command() -> list[str]:
     """`sagemem.command`'s command, but always by absolute path: dsh runs hooks and MCP
     servers in environments that may not have the user's PATH."""
-    from .command import sagemem_command as words
+    from ..store.command import sagemem_command as words
 
     command = list(words())
     if command == ["sagemem"]:  # the script on PATH: named by where PATH finds it

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import SagememError
-from .files import MAX_COPY_BYTES, read_bytes, read_state, safe_folder, write_atomic
-from .names import INDEX_NAME, check_name, name_key
+from ..store.errors import SagememError
+from ..store.files import MAX_COPY_BYTES, read_bytes, read_state, safe_folder, write_atomic
+from ..store.names import INDEX_NAME, check_name, name_key
 
 KINDS = ("manual", "auto", "protection")
 KEEP_PROTECTION = 3

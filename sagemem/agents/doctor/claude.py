@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...store.native import claude_auto_memory as native_auto_memory
+from ...store.native import claude_slug, git_main_root
 from ..install import claude_dir, claude_json
-from ..native import claude_auto_memory as native_auto_memory
-from ..native import claude_slug, git_main_root
 from .findings import Finding, info, problem
 from .places import Places
 from .probes import Runs, hook_findings

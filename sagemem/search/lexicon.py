@@ -31,9 +31,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
-from .config import lexicon_folders
-from .errors import SagememError
-from .files import safe_folder
+from ..store.config import lexicon_folders
+from ..store.errors import SagememError
+from ..store.files import safe_folder
 from .tokenize import is_chinese, normalize, stems
 
 FORMAT = 1

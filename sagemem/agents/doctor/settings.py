@@ -112,7 +112,7 @@ def collect(harness: str, files: Iterable[tuple[str, Path]]) -> tuple[list[Findi
 
 def reinstall(harness: str, scope: str) -> str:
     """The `sagemem install` line that writes the harness's entries in `scope` again."""
-    from ..command import command_line
+    from ...store.command import command_line
 
     if harness == "dsh":
         return command_line("install", "dsh")
@@ -156,7 +156,7 @@ def mcp_entries(harness: str, files: list[tuple[Path, str]]) -> list[McpEntry]:
 def mcp_fix(harness: str, scope: str) -> str:
     """What writes the harness's sagemem MCP entry in `scope` again: Codex's and Claude
     Code's user entry by the harness's own `mcp add`, the others by `sagemem install`."""
-    from ..command import command_line
+    from ...store.command import command_line
 
     if harness == "codex":
         return f"codex mcp add sagemem -- {command_line('mcp')}"

@@ -17,17 +17,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import archive as archive_module
-from . import corpus as corpus_module
-from . import frontmatter, gitinfo, guard, health, index, lexicon, retrieve
-from . import inject as inject_module
-from . import ledger as ledger_module
-from . import snapshot as snapshot_module
-from .cache import Progress
-from .config import STATE_DIR_NAME, Location, Scope, Settings, load_settings
-from .corpus import Corpus
-from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, SagememWarning, StoreNotFound
-from .files import (
+from .care import gitinfo, health
+from .care import snapshot as snapshot_module
+from .search import corpus as corpus_module
+from .search import inject as inject_module
+from .search import lexicon, retrieve
+from .search.cache import Progress
+from .search.corpus import Corpus
+from .search.inject import Injection
+from .store import archive as archive_module
+from .store import frontmatter, guard, index
+from .store import ledger as ledger_module
+from .store.config import STATE_DIR_NAME, Location, Scope, Settings, load_settings
+from .store.errors import (
+    InvalidMemory,
+    InvalidName,
+    MemoryNotFound,
+    SagememError,
+    SagememWarning,
+    StoreNotFound,
+)
+from .store.files import (
     MAX_ARCHIVED_BYTES,
     MAX_COPY_BYTES,
     MAX_INDEX_FILE_BYTES,
@@ -38,12 +48,11 @@ from .files import (
     safe_folder,
     write_atomic,
 )
-from .guard import Conflict
-from .inject import Injection
-from .locking import exclusive
-from .memory import FIELD_KEYS, Memory, decode, parse_memory, render_new, validate_for_write, version_of
-from .names import INDEX_NAME, TYPES, check_name, is_reserved, name_key, new_file_name
-from .text import to_lf
+from .store.guard import Conflict
+from .store.locking import exclusive
+from .store.memory import FIELD_KEYS, Memory, decode, parse_memory, render_new, validate_for_write, version_of
+from .store.names import INDEX_NAME, TYPES, check_name, is_reserved, name_key, new_file_name
+from .store.text import to_lf
 
 GITIGNORE_LINES = (".sagemem/", ".*.tmp")
 MAX_DOTFILE_BYTES = 1024 * 1024
@@ -642,7 +651,7 @@ class MemoryStore:
         archived memories (resealed, when they were as archived), snapshot copies (their
         manifest updated) and conflict records. No snapshot first, on purpose: it would keep a
         copy of the secrets. Live memories are the person's to edit. Returns what changed."""
-        from . import secrets
+        from .store import secrets
 
         changes: list[str] = []
         folder = self.memory_dir / archive_module.ARCHIVE_DIR
@@ -968,7 +977,7 @@ class MemoryStore:
         """Refuse content that adds a likely secret: memory is committed and put into prompts.
         A secret the file on disk already holds does not count, so an old file can still be
         edited (`check` reports it, and the person moves it out)."""
-        from .secrets import new_secrets  # detect-secrets loads here, on the write path only
+        from .store.secrets import new_secrets  # detect-secrets loads here, on the write path only
 
         try:
             old: str | None = decode(file, read_bytes(self.memory_dir / file))

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..native import claude_policy
-from ..native import git_main_root as git_main_root  # shared with the library's scopes
-from ..native import git_root as git_root
+from ...store.native import claude_policy
+from ...store.native import git_main_root as git_main_root  # shared with the library's scopes
+from ...store.native import git_root as git_root
 
 
 def _system_file(mac: str, linux: str, name: str) -> Path:

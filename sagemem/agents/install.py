@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .command import command_line, sagemem_command
-from .errors import SagememError, SagememWarning, UnsafePath
-from .files import read_config, read_state, safe_folder, write_atomic
+from ..store.command import command_line, sagemem_command
+from ..store.errors import SagememError, SagememWarning, UnsafePath
+from ..store.files import read_config, read_state, safe_folder, write_atomic
 
 # harness -> (project file, user file, {event: (matcher or None, timeout)})
 TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
@@ -314,7 +314,7 @@ class Backups:
 
     @classmethod
     def for_scope(cls, scope: str, *, cwd: Path, home: Path, env: Mapping[str, str] | None = None) -> Backups:
-        from .config import locate, user_cache_dir
+        from ..store.config import locate, user_cache_dir
 
         location = locate(env=env, cwd=cwd if scope == "project" else home)
         cache = user_cache_dir(env) / BACKUPS

@@ -30,7 +30,7 @@ deep, too large, shorter than its `Content-Length`, stalled) a 4xx, any failure 
 500 with a one-line error (its traceback goes to the terminal). A client that hangs up or
 stalls past the timeout is dropped without a word.
 
-The page itself is plain HTML, CSS and JavaScript shipped in the package (`ui_static/`),
+The page itself is plain HTML, CSS and JavaScript shipped in the package (`static/`),
 with no build step and nothing loaded from the internet.
 """
 
@@ -52,15 +52,15 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from . import dream
-from .archive import ARCHIVE_DIR
-from .config import STATE_DIR_NAME, Scope
-from .dream import report as dream_report
-from .errors import MemoryNotFound, SagememError, VersionConflict
-from .files import read_bytes
-from .memory_set import AmbiguousName, MemorySet, ScopeNotFound
-from .names import check_name, name_key
-from .store import MemoryStore
+from .. import dream
+from ..dream import report as dream_report
+from ..memory_set import AmbiguousName, MemorySet, ScopeNotFound
+from ..memory_store import MemoryStore
+from ..store.archive import ARCHIVE_DIR
+from ..store.config import STATE_DIR_NAME, Scope
+from ..store.errors import MemoryNotFound, SagememError, VersionConflict
+from ..store.files import read_bytes
+from ..store.names import check_name, name_key
 
 HEADER = "X-Sagemem-Token"
 MAX_BODY = 1024 * 1024
@@ -462,7 +462,7 @@ class App:
             return self._live(name)
         except MemoryNotFound:
             pass  # new, or deleted meanwhile: the write itself says which
-        from .memory import parse_memory
+        from ..store.memory import parse_memory
 
         try:
             kind = parse_memory(name, text.encode("utf-8")).type
@@ -737,7 +737,7 @@ class Handler(BaseHTTPRequestHandler):
         name = "index.html" if path in ("/", "/index.html") else path.lstrip("/")
         if name not in STATIC:
             raise Refused(HTTPStatus.NOT_FOUND, f"no such page: {path}")
-        data = resources.files("sagemem").joinpath("ui_static", name).read_bytes()
+        data = resources.files("sagemem.ui").joinpath("static", name).read_bytes()
         if name == "index.html":  # its script and style are asked for with the token too
             token = self.server.token.encode("ascii")
             for asset in (b"app.js", b"style.css"):
@@ -787,7 +787,7 @@ def _open(server: Server) -> None:
     URL itself would show the token to every user of the machine (`ps`)."""
     import webbrowser
 
-    from .config import temp_dir
+    from ..store.config import temp_dir
 
     folder = temp_dir()
     if folder is None:

@@ -44,10 +44,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .config import temp_dir, user_cache_dir
-from .errors import SagememError
-from .files import read_bytes, safe_folder
-from .names import is_memory_name
+from ..store.config import temp_dir, user_cache_dir
+from ..store.errors import SagememError
+from ..store.files import read_bytes, safe_folder
+from ..store.names import is_memory_name
 
 FORMAT = 9
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024

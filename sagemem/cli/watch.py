@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .errors import SagememError
-from .health import Finding
-from .store import MemoryStore
+from ..care.health import Finding
+from ..memory_store import MemoryStore
+from ..store.errors import SagememError
 
 QUIET_SECONDS = 0.3
 

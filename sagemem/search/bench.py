@@ -161,7 +161,7 @@ def run(
         # machine, not per index (`lexicon.py`). Found in a child: a child's peak memory counts
         # this process's pages at the fork, and reading wordfreq would add a hundred MB.
         found = subprocess.run(
-            [python, "-c", "from sagemem import lexicon; print(lexicon.where() or '')"],
+            [python, "-c", "from sagemem.search import lexicon; print(lexicon.where() or '')"],
             capture_output=True,
             text=True,
             check=False,
@@ -222,8 +222,8 @@ def run(
 def _in_process(folders: list[Path], queries: list[str], repeat: int) -> Timing:
     """Search on open indexes, each query once as a fresh call: its terms are fetched from
     the index, not from what an earlier query left in memory."""
+    from ..store.config import Settings
     from . import lexicon
-    from .config import Settings
     from .corpus import load
     from .retrieve import Shelf, search
 

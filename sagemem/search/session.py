@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import SagememError
-from .files import read_state, safe_folder, write_atomic
-from .locking import exclusive
+from ..store.errors import SagememError
+from ..store.files import read_state, safe_folder, write_atomic
+from ..store.locking import exclusive
 
 MAX_AGE_SECONDS = 7 * 24 * 3600
 LOCK_TIMEOUT = 10.0

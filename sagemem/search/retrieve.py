@@ -41,10 +41,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..store.config import Settings
+from ..store.names import name_key
 from .bm25 import Index
-from .config import Settings
 from .corpus import Corpus, Entry
-from .names import name_key
 from .tokenize import query_tokens
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, VersionConflict
-from .names import name_key
+from ..store.errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, VersionConflict
+from ..store.names import name_key
 
 KEY = "autoMemoryEnabled"
 MODES = ("both", "sagemem")
@@ -76,7 +76,7 @@ def target_scope(cwd: Path, env: Mapping[str, str], into: str | None) -> Any:
     """The sagemem scope that takes Claude Code's memories: the one `into` names, else the
     project memory where there is one, else the user memory. A harness's own folder is
     never a target; with no memory directory at all, the choice is refused."""
-    from .config import locate_scopes
+    from ..store.config import locate_scopes
 
     scopes = [s for s in locate_scopes(cwd=cwd, env=env) if not s.native and s.memory_dir.is_dir()]
     if into is not None:
@@ -104,9 +104,9 @@ class Import:
     secret, a link)."""
 
     def __init__(self, cwd: Path, home: Path, env: Mapping[str, str], *, into: str | None) -> None:
-        from .config import adopted_state_dir
-        from .native import claude_memory_dir
-        from .store import MemoryStore
+        from ..memory_store import MemoryStore
+        from ..store.config import adopted_state_dir
+        from ..store.native import claude_memory_dir
 
         self.target = target_scope(cwd, env, into)
         self.folder = claude_memory_dir(cwd, home, env)
@@ -126,10 +126,10 @@ class Import:
                 self.files.append(self._plan(file, store))
 
     def _plan(self, file: str, store: Any) -> dict[str, Any]:
-        from .files import read_bytes
-        from .memory import decode, validate_for_write
-        from .secrets import new_secrets
-        from .text import to_lf
+        from ..store.files import read_bytes
+        from ..store.memory import decode, validate_for_write
+        from ..store.secrets import new_secrets
+        from ..store.text import to_lf
 
         scope = self.target.name
         try:
@@ -166,7 +166,7 @@ class Import:
         """Write the planned files, after a snapshot of the target scope (taken only when there
         is something to write). A file created there meanwhile is refused as any create over
         an existing name is (and kept in its conflict queue), and reported as skipped."""
-        from .store import MemoryStore
+        from ..memory_store import MemoryStore
 
         wanted = [f for f in self.files if f["status"] == "imported"]
         if not wanted:
@@ -217,8 +217,8 @@ def notes(
     """What `install claude-code` tells about Claude Code's own memory, as it is after this
     install (`planned`: the project's settings as they are written, or would be; `ours`:
     the `autoMemoryEnabled: false` there is sagemem's, so `--memory both` takes it back)."""
-    from .config import load_settings, locate_scopes
-    from .native import claude_auto_memory, claude_memory_dir
+    from ..store.config import load_settings, locate_scopes
+    from ..store.native import claude_auto_memory, claude_memory_dir
 
     replaced = {settings: planned} if settings is not None and planned is not None else None
     on, why = claude_auto_memory(cwd, home, env, replaced=replaced)

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..store.config import Scope, Settings
+from ..store.errors import SagememError
 from . import corpus as corpus_module
 from .cache import Progress
-from .config import Scope, Settings
-from .errors import SagememError
 from .inject import Injection, inject_set
 
 TOP = 5

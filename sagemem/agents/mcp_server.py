@@ -25,12 +25,12 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as _Server  # type: ignore[no-redef]
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
-from .config import STATE_DIR_NAME, Scope
-from .errors import SagememError, VersionConflict
-from .inject import read_snippet
-from .memory_set import MemorySet
-from .names import TYPES
-from .store import MemoryStore
+from ..memory_set import MemorySet
+from ..memory_store import MemoryStore
+from ..search.inject import read_snippet
+from ..store.config import STATE_DIR_NAME, Scope
+from ..store.errors import SagememError, VersionConflict
+from ..store.names import TYPES
 
 INSTRUCTIONS = (
     "File-based memory of this user and project: Markdown notes of preferences, decisions, "

@@ -17,8 +17,8 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .command import command_line
-from .text import quoted
+from ..store.command import command_line
+from ..store.text import quoted
 
 MAX_SNIPPET_CHARS = 1500
 MAX_DESCRIPTION_CHARS = 160

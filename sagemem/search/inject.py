@@ -16,18 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..store import ledger as access
+from ..store.command import command_line
+from ..store.config import STATE_DIR_NAME, Scope, Settings, state_places
+from ..store.errors import SagememError
+from ..store.files import read_bytes, safe_folder
+from ..store.log import log_once
+from ..store.text import split_lines
 from . import corpus as corpus_module
-from . import ledger as access
 from . import lexicon, render, retrieve
-from .command import command_line
-from .config import STATE_DIR_NAME, Scope, Settings, state_places
 from .corpus import Corpus, Entry
-from .errors import SagememError
-from .files import read_bytes, safe_folder
-from .log import log_once
 from .retrieve import Hit
 from .session import Ledger, open_ledger
-from .text import split_lines
 from .tokenize import acknowledges, has_cjk
 
 MAX_BASELINE = 8

@@ -1,0 +1,1 @@
+"""`sagemem ui`: the local web page. A front end: the library never imports it."""
