@@ -1,522 +1,66 @@
-"""`MemoryStore`: the one facade over a memory directory. The CLI, and later the MCP server
-and the hooks, call it; it wires together the small modules that do the work.
+"""`MemoryStore`: the one facade over a memory directory. The CLI, the MCP server, the
+hooks, the UI and dream call it.
 
-Memory files are the canonical state. MEMORY.md is derived from them (and kept in step on
-every write); conflicts and locks live in the machine-local state directory.
+It is the store's `Directory` (the files and every change to them) with the other parts
+wired on: search and injection, and care (health checks, fixes, archive candidates,
+snapshots and rollback). The parts do the work; this class holds no rule of its own beyond
+the order of steps (a snapshot before every bulk change). See docs/architecture.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import time
-import warnings
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .care import gitinfo, health
+from .care import candidates, checkup, health
 from .care import snapshot as snapshot_module
+from .care.candidates import Candidate
 from .search import corpus as corpus_module
 from .search import inject as inject_module
 from .search import lexicon, retrieve
 from .search.cache import Progress
 from .search.corpus import Corpus
 from .search.inject import Injection
-from .store import archive as archive_module
-from .store import frontmatter, guard, index
-from .store import ledger as ledger_module
-from .store.config import STATE_DIR_NAME, Location, Scope, Settings, load_settings
-from .store.errors import (
-    InvalidMemory,
-    InvalidName,
-    MemoryNotFound,
-    SagememError,
-    SagememWarning,
-    StoreNotFound,
-)
-from .store.files import (
-    MAX_ARCHIVED_BYTES,
-    MAX_COPY_BYTES,
-    MAX_INDEX_FILE_BYTES,
-    check_regular,
-    fsync_dir,
-    read_bytes,
-    read_state,
-    safe_folder,
-    write_atomic,
-)
-from .store.guard import Conflict
+from .store import guard, index
+from .store.archive import ARCHIVE_DIR
+from .store.directory import Directory, Problem, Read, Scan
+from .store.errors import MemoryNotFound, SagememError
+from .store.files import MAX_COPY_BYTES, check_regular, read_bytes, safe_folder, write_atomic
 from .store.locking import exclusive
-from .store.memory import FIELD_KEYS, Memory, decode, parse_memory, render_new, validate_for_write, version_of
-from .store.names import INDEX_NAME, TYPES, check_name, is_reserved, name_key, new_file_name
-from .store.text import to_lf
+from .store.memory import Memory, decode
+from .store.names import INDEX_NAME, name_key
 
-GITIGNORE_LINES = (".sagemem/", ".*.tmp")
-MAX_DOTFILE_BYTES = 1024 * 1024
-MAX_GIT_LOOKUPS = 20  # archived memories changed after archiving whose last commit `check` names
-GITATTRIBUTES_LINES = ("*.md text eol=lf", "MEMORY.md merge=union")
+__all__ = ["Candidate", "MemoryStore", "Problem", "Read", "Scan"]
 
 
-@dataclass(frozen=True)
-class Problem:
-    """A file in the memory directory that could not be taken as a memory, and why."""
-
-    file: str
-    rule: str
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.rule}"
-
-
-@dataclass(frozen=True)
-class Scan:
-    """The live memory files, those of them that parsed, and every file that could not be taken."""
-
-    files: tuple[str, ...]
-    memories: tuple[Memory, ...]
-    problems: tuple[Problem, ...]
-
-    def select(self, *, type: str | None = None, tag: str | None = None) -> tuple[Memory, ...]:
-        """The memories of one type and/or with one tag (tags compared case-insensitively)."""
-        found = self.memories
-        if type:
-            found = tuple(m for m in found if m.type == type.lower())
-        if tag:
-            found = tuple(m for m in found if name_key(tag) in {name_key(t) for t in m.tags})
-        return found
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A memory idle long enough to archive, and why: idle days against its type's threshold,
-    counted from `basis` ("last use", "updated:" or "file mtime"), with every kind of use."""
-
-    file: str
-    type: str
-    idle_days: int
-    threshold: int
-    basis: str
-    uses: ledger_module.Record
-
-    @property
-    def reason(self) -> str:
-        return f"idle {self.idle_days} days since {self.basis} (threshold {self.threshold} for {self.type})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "type": self.type,
-            "idle_days": self.idle_days,
-            "threshold": self.threshold,
-            "basis": self.basis,
-            "reason": self.reason,
-            "uses": self.uses.to_dict(),
-        }
-
-
-@dataclass(frozen=True)
-class Read:
-    """A memory file's text and version; `problem` says why it did not parse (then `memory` is None).
-
-    Reading does not require a valid file, so a broken one can be read, fixed and written back.
-    """
-
-    file: str
-    version: str
-    text: str
-    memory: Memory | None
-    problem: str | None
-
-
-class MemoryStore:
+class MemoryStore(Directory):
     """A memory directory: `MemoryStore(path)`; the state dir defaults to `<path>/.sagemem`."""
 
-    # Told (done, total) as a large index build goes; the CLI draws a bar with it.
     progress: Progress | None = None
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        state_dir: str | os.PathLike[str] | None = None,
-        *,
-        lock_dir: str | os.PathLike[str] | None = None,
-        scope: str = "",
-    ):
-        self.memory_dir = Path(path).expanduser().absolute()
-        self.state_dir = (
-            Path(state_dir).expanduser().absolute() if state_dir else self.memory_dir / STATE_DIR_NAME
-        )
-        # Write locks: beside the files, unless the folder is a harness's own (then in the state).
-        self.lock_dir = Path(lock_dir).absolute() if lock_dir else None
-        self.scope = scope  # the scope it is in a memory set ("" when used on its own)
-
-    @classmethod
-    def at(cls, location: Location) -> MemoryStore:
-        return cls(location.memory_dir, location.state_dir)
-
-    @classmethod
-    def of(cls, scope: Scope) -> MemoryStore:
-        """The store of one scope of a memory set."""
-        return cls(
-            scope.memory_dir,
-            scope.state_dir,
-            lock_dir=scope.lock_dir if scope.native else None,
-            scope=scope.name,
-        )
-
-    def _lock(self, path: Path) -> Any:
-        return guard.file_lock(path, self.lock_dir)
-
-    def __repr__(self) -> str:
-        return f"MemoryStore({str(self.memory_dir)!r})"
-
-    # -- setting up ---------------------------------------------------------------------
-
-    def init(self, *, git: bool = False) -> list[Path]:
-        """Create the directory, MEMORY.md, the state dir and .gitignore (and .gitattributes with
-        `git`). Idempotent: returns the paths it created or changed, empty on a second run."""
-        changed: list[Path] = []
-        for folder in (self.memory_dir, self.state_dir):
-            if not folder.is_dir():
-                folder.mkdir(parents=True)
-                changed.append(folder)
-        if self._index_path() is None:
-            with self._lock(self.memory_dir / INDEX_NAME):
-                if self._index_path() is None:
-                    write_atomic(
-                        self.memory_dir / INDEX_NAME, index.HEADING.encode("utf-8"), create_only=True
-                    )
-                    changed.append(self.memory_dir / INDEX_NAME)
-        wanted = [(".gitignore", GITIGNORE_LINES)] + (
-            [(".gitattributes", GITATTRIBUTES_LINES)] if git else []
-        )
-        for name, lines in wanted:
-            if _ensure_lines(self.memory_dir / name, lines):
-                changed.append(self.memory_dir / name)
-        return changed
-
-    # -- reading ------------------------------------------------------------------------
-
-    def files(self) -> list[str]:
-        """The file names of the live memories, in name order."""
-        return self._listing()[0]
-
-    def scan(self) -> Scan:
-        names, problems = self._listing()
-        memories = []
-        for file in names:
-            try:
-                memories.append(parse_memory(file, read_bytes(self.memory_dir / file)))
-            except (InvalidMemory, InvalidName) as exc:
-                problems.append(Problem(file, exc.rule))
-            except MemoryNotFound:
-                pass  # deleted since the listing
-        problems.sort(key=lambda p: name_key(p.file))
-        return Scan(tuple(names), tuple(memories), tuple(problems))
-
-    def memories(self, *, type: str | None = None, tag: str | None = None) -> list[Memory]:
-        """The live memories that parse, in name order, optionally of one type or with one tag."""
-        return list(self.scan().select(type=type, tag=tag))
-
-    def get(self, file: str) -> Memory:
-        file = self.resolve(file)
-        return parse_memory(file, read_bytes(self.memory_dir / file))
-
-    def read(self, file: str) -> Read:
-        file = self.resolve(file)
-        data = read_bytes(self.memory_dir / file)
-        text = decode(file, data)
-        try:
-            memory, problem = parse_memory(file, data), None
-        except InvalidMemory as exc:
-            memory, problem = None, exc.rule
-        return Read(file, version_of(data), text, memory, problem)
-
-    def resolve(self, file: str) -> str:
-        """The on-disk name of memory `file`, matched NFC-normalised and case-insensitively."""
-        check_name(file)
-        self._require()
-        key = name_key(file)
-        with os.scandir(self.memory_dir) as entries:
-            matches = sorted(e.name for e in entries if name_key(e.name) == key)
-        if not matches:
-            raise MemoryNotFound(file)
-        return file if file in matches else matches[0]
-
-    # -- writing ------------------------------------------------------------------------
-
-    def create(
-        self,
-        *,
-        type: str,
-        name: str,
-        description: str,
-        body: str = "",
-        tags: Sequence[str] = (),
-        aliases: Sequence[str] = (),
-        baseline: bool = False,
-        baseline_priority: float = 0,
-        file: str | None = None,
-        writer: str = "",
-        reason: str = "",
-    ) -> Memory:
-        """Create a new memory, `<type>_<slug>.md` unless `file` is given. If a memory of that
-        name exists, the attempt is recorded and `VersionConflict` raised."""
-        if type not in TYPES:
-            raise InvalidMemory(file or name, f"type must be one of {', '.join(TYPES)} (got {type!r})")
-        if not " ".join(description.split()):
-            raise InvalidMemory(file or name, "description must not be empty: retrieval relies on it")
-        file = check_name(file or new_file_name(type, name))
-        text = render_new(
-            name=name,
-            description=description,
-            type=type,
-            tags=tags,
-            aliases=aliases,
-            baseline=baseline,
-            baseline_priority=baseline_priority,
-            body=body,
-        )
-        return self._write(self._existing_name(file), text, None, writer, reason)
-
-    def write(
-        self,
-        file: str,
-        content: str | bytes,
-        *,
-        expected_version: str | None,
-        writer: str = "",
-        reason: str = "",
-        short_version: bool = False,
-    ) -> Memory:
-        """Replace (or, with `expected_version=None`, create) a memory's whole content.
-
-        The content must be a whole memory: a frontmatter block with a description (retrieval
-        finds memories by it). Line endings are written as LF. Refused with `VersionConflict`
-        (and recorded) unless the file on disk is still `expected_version` (with
-        `short_version`, as the CLI allows, a prefix of at least 12 digits of it)."""
-        check_name(file)
-        if expected_version is not None:
-            guard.check_version(expected_version, prefix=short_version)
-        self._require()
-        text = decode(file, content) if isinstance(content, bytes) else content
-        return self._write(self._existing_name(file), text, expected_version, writer, reason, whole=True)
-
-    def update(
-        self,
-        file: str,
-        *,
-        expected_version: str,
-        body: str | None = None,
-        writer: str = "",
-        reason: str = "",
-        short_version: bool = False,
-        **fields: Any,
-    ) -> Memory:
-        """Change frontmatter fields (`description=`, `tags=`, ...) and/or the body in place.
-
-        Every other key, its order, comments, the line endings and (unless replaced) the body stay
-        byte for byte. `updated` is set to today unless given. A field set to None is removed."""
-        unknown = set(fields) - set(FIELD_KEYS)
-        if unknown:
-            raise SagememError(f"unknown field(s): {', '.join(sorted(unknown))}")
-        guard.check_version(expected_version, prefix=short_version)
-        if not fields and body is None:
-            return self.get(file)
-        fields.setdefault("updated", dt.date.today())
-        changes = {FIELD_KEYS[k]: (frontmatter.DELETE if v is None else _plain(v)) for k, v in fields.items()}
-        # On a version mismatch the change is still computed, on what is on disk now, so that the
-        # guard records something a person can accept with one `conflicts resolve --keep proposed`.
-        file = self._existing_name(check_name(file))
-        try:
-            current = self.read(file)
-            text = self._set_fields(current.file, current.text, changes)
-        except (MemoryNotFound, InvalidMemory) as exc:
-            requested = ", ".join(f"{k}={v!r}" for k, v in fields.items())
-            why = f"{reason} (requested {requested}; could not be applied: {exc})".strip()
-            guard.refuse_if_changed(self.memory_dir / file, expected_version, self.state_dir, writer, why)
-            raise
-        if body is not None:
-            parts = frontmatter.split(text, current.file)
-            body = to_lf(body).replace("\n", parts.eol)
-            text = parts.head + parts.matter + parts.tail + body
-        return self._write(current.file, text, expected_version, writer, reason, keep_eol=True)
-
-    def put_back(
-        self, file: str, data: bytes, *, expected_version: str, writer: str = "", reason: str = ""
-    ) -> None:
-        """Write bytes a memory had before (a rollback) back byte for byte, guarded like any
-        write: no format rule applies, since these are bytes the file already had."""
-        file = check_name(file)
-        guard.check_version(expected_version)
-        guard.guarded_write(
-            self.memory_dir / file,
-            data,
-            expected_version,
-            state_dir=self.state_dir,
-            writer=writer,
-            reason=reason,
-            lock_dir=self.lock_dir,
-        )
-        with contextlib.suppress(SagememError, OSError):  # an unparsable memory has no index line
-            self._upsert_index(file)
-
-    def index_bytes(self) -> bytes | None:
-        """MEMORY.md's bytes as they are (None: there is none)."""
-        path = self._index_path()
-        return None if path is None else _index_bytes(path)
-
-    def put_back_index(self, data: bytes, *, expected: bytes | None) -> bool:
-        """Write MEMORY.md's earlier bytes back (a rollback), only if it still holds
-        `expected`; False (nothing written) when someone changed it meanwhile."""
-        path = self._index_path() or self.memory_dir / INDEX_NAME
-        with self._lock(path):
-            if _index_bytes(path) != expected:
-                return False
-            write_atomic(path, data)
-        return True
-
-    def take_out(self, file: str, *, expected_version: str, writer: str = "") -> None:
-        """Remove a memory whose bytes now live on in another scope (`MemorySet.move`), and
-        its index line; only if it is still `expected_version` (else `VersionConflict`, the
-        attempt recorded, nothing removed). Nothing else in sagemem deletes a memory."""
-        guard.check_version(expected_version)
-        file = self.resolve(file)
-        path = self.memory_dir / file
-        with self._lock(path):
-            guard.refuse_if_changed(path, expected_version, self.state_dir, writer, "moved to another scope")
-            os.unlink(path)
-            fsync_dir(self.memory_dir)
-        self._after_move(file, lambda: self._edit_index(lambda old: index.remove(old, file)))
-
-    # -- use, archive and locks ---------------------------------------------------------
-
-    def ledger(self) -> dict[str, ledger_module.Record]:
-        """Every memory's uses (injected, read, cited), kept apart; live and archived memories only."""
-        names = set(self._all_names())
-        return {name: record for name, record in ledger_module.load(self.state_dir).items() if name in names}
-
-    def record_use(self, kind: str, files: Iterable[str], *, receipt: str | None = None) -> list[str]:
-        """Count a use of `kind` ("injected", "read", "cited"); a cited receipt counts once.
-        Records of names that no longer exist (live or archived) are pruned on the way."""
-        names = [self.resolve(f) for f in files]
-        return ledger_module.record(self.state_dir, kind, names, receipt=receipt, live=self._all_names)
-
-    def cite(self, files: Iterable[str], *, receipt: str) -> list[str]:
-        """The agent used these memories in an answer; the same `receipt` twice counts once."""
-        if not receipt.strip():
-            raise SagememError("a citation needs a receipt id (the same receipt twice counts once)")
-        return self.record_use("cited", files, receipt=receipt)
-
-    def locked(self) -> set[str]:
-        return archive_module.locked(self.state_dir)
-
-    def lock(self, file: str) -> bool:
-        """Protect a memory from every archive path; True if it was not locked before."""
-        return archive_module.set_locked(self.state_dir, self.resolve(file), True)
-
-    def unlock(self, file: str) -> bool:
-        check_name(file)
-        return archive_module.set_locked(self.state_dir, file, False)
-
-    def archived(self) -> list[Memory]:
-        """The archived memories, in name order (files that do not parse are left out)."""
-        folder = self._archive_dir()
-        found = []
-        for name in sorted(self._names_in(folder), key=name_key):
-            try:
-                found.append(parse_memory(name, read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)))
-            except (InvalidMemory, InvalidName, MemoryNotFound):
-                continue
-        return found
-
-    def archive(
-        self, file: str, *, reason: str = "", expected_version: str | None = None, writer: str = ""
-    ) -> Memory:
-        """Move a memory to `archive/` with `archived_at` and `archived_reason` in its
-        frontmatter, and drop its index line. The copy is written before the original is
-        removed. Refused (nothing changed) for locked, reserved, missing or already archived;
-        with `expected_version`, also when the file is no longer that version (`VersionConflict`,
-        the attempt recorded)."""
-        if expected_version is not None:
-            guard.check_version(expected_version)
-        try:
-            file = self.resolve(file)
-        except MemoryNotFound:
-            if name_key(file) in {name_key(n) for n in self._names_in(self._archive_dir())}:
-                raise archive_module.ArchiveRefused(f"{file}: exists in archive/ already") from None
-            raise
-        if name_key(file) in self.locked():
-            raise archive_module.MemoryLocked(f"{file}: is locked (sagemem unlock {file} first)")
-        folder = self._archive_dir()
-        if name_key(file) in {name_key(n) for n in self._names_in(folder)}:
-            raise archive_module.ArchiveRefused(f"{file}: exists in {archive_module.ARCHIVE_DIR}/ already")
-        source = self.memory_dir / file
-        with self._lock(source):
-            if expected_version is not None:
-                guard.refuse_if_changed(
-                    source, expected_version, self.state_dir, writer, f"archive: {reason}"
-                )
-            text = archive_module.with_trace(decode(file, read_bytes(source)), file, reason)
-            folder.mkdir(exist_ok=True)
-            write_atomic(folder / file, text.encode("utf-8"), create_only=True)
-            os.unlink(source)
-            fsync_dir(self.memory_dir)
-        self._after_move(file, lambda: self._edit_index(lambda old: index.remove(old, file)))
-        return parse_memory(file, text.encode("utf-8"))
-
-    def restore(self, file: str) -> Memory:
-        """Bring an archived memory back, without the trace keys, and list it again.
-        Refused if a live memory of that name exists."""
-        check_name(file)
-        folder = self._archive_dir()
-        matches = [n for n in self._names_in(folder) if name_key(n) == name_key(file)]
-        if not matches:
-            raise archive_module.ArchiveRefused(f"{file}: is not archived")
-        file = file if file in matches else sorted(matches)[0]
-        if name_key(file) in {name_key(n) for n in self._names_in(self.memory_dir)}:
-            raise archive_module.ArchiveRefused(f"{file}: a live memory of that name exists")
-        target = self.memory_dir / file
-        with self._lock(target):
-            text = archive_module.without_trace(
-                decode(file, read_bytes(folder / file, limit=MAX_ARCHIVED_BYTES)), file
-            )
-            write_atomic(target, text.encode("utf-8"), create_only=True)
-            os.unlink(folder / file)
-            fsync_dir(folder)
-        self._after_move(file, lambda: self._upsert_index(file))
-        return parse_memory(file, text.encode("utf-8"))
+    # -- care -------------------------------------------------------------------------------
 
     def candidates(self, *, now: float | None = None) -> list[Candidate]:
         """Memories idle for at least their type's threshold, most idle first. Feedback,
         baseline and locked memories never are. Idle counts from the latest use of any kind
         in the ledger, else `updated:`, else the file's mtime."""
         settings = self.settings()
-        limits = {
-            "project": settings.archive_project_days,
-            "reference": settings.archive_reference_days,
-            "user": settings.archive_user_days,
-        }
-        now = time.time() if now is None else now
-        uses, locked = self.ledger(), self.locked()
-        found = []
-        for memory in self.memories():
-            kind = memory.type or memory.file.split("_", 1)[0].lower()
-            if kind not in limits or memory.baseline or name_key(memory.file) in locked:
-                continue
-            record = uses.get(memory.file, ledger_module.Record(memory.file))
-            since, basis = record.last_used, "last use"
-            if since is None and memory.updated:
-                since, basis = _epoch(memory.updated), "updated:"
-            if since is None:
-                since, basis = os.stat(self.memory_dir / memory.file).st_mtime, "file mtime"
-            idle = max(0, int((now - since) // 86400))
-            if idle >= limits[kind]:
-                found.append(Candidate(memory.file, kind, idle, limits[kind], basis, record))
-        return sorted(found, key=lambda c: (-c.idle_days, name_key(c.file)))
+        return candidates.idle(
+            self.memories(),
+            limits={
+                "project": settings.archive_project_days,
+                "reference": settings.archive_reference_days,
+                "user": settings.archive_user_days,
+            },
+            uses=self.ledger(),
+            locked=self.locked(),
+            mtime=lambda file: os.stat(self.memory_dir / file).st_mtime,
+            now=time.time() if now is None else now,
+        )
 
     def archive_candidates(self, *, now: float | None = None) -> list[tuple[str, str | None]]:
         """Archive every current candidate, after a snapshot. Each is tried on its own: returns
@@ -533,8 +77,6 @@ class MemoryStore:
             except SagememError as exc:
                 outcome.append((c.file, str(exc)))
         return outcome
-
-    # -- health -------------------------------------------------------------------------
 
     def check(self) -> health.HealthReport:
         """Every health check over the directory; reads only (the search index, derived data,
@@ -557,9 +99,9 @@ class MemoryStore:
         unreadable += [(f"conflict record {p.name}", why) for p, why in guard.damaged_records(self.state_dir)]
         try:
             archived = self.archived()
-            changed = self._archived_changes_in_detail(archived)
+            changed = checkup.archived_in_detail(self.memory_dir, self.archived_changes(), archived)
         except SagememError as exc:
-            unreadable.append((archive_module.ARCHIVE_DIR + "/", str(exc)))
+            unreadable.append((ARCHIVE_DIR + "/", str(exc)))
             archived, changed = [], []
         return health.check(
             texts=texts,
@@ -570,121 +112,30 @@ class MemoryStore:
             index_name=index_name,
             archived=archived,
             archived_changed=changed,
-            copies=self._copies(),
-            state=self._state_findings(),
+            copies=checkup.kept_copies(self.memory_dir, self.state_dir, self._kept_archived_names()),
+            state=checkup.state_findings(self.memory_dir, self.state_dir),
             search_index=corpus_module.verify(self.memory_dir, self.state_dir),
         )
-
-    def archived_changes(self) -> list[tuple[str, str, str]]:
-        """(file, hash when archived, hash now) for each archived memory whose bytes changed
-        after it was archived (a git merge can carry an edit into `archive/`). Cheap enough
-        for every session start: no YAML."""
-        folder = self._archive_dir()
-        found = []
-        for name in sorted(self._names_in(folder), key=name_key):
-            try:
-                data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
-            except SagememError:
-                continue  # `check` reports what cannot be read
-            change = archive_module.changed_since_archived(data)
-            if change is not None:
-                found.append((name, *change))
-        return found
-
-    def _archived_changes_in_detail(self, archived: Sequence[Memory]) -> list[dict[str, Any]]:
-        """`archived_changes`, with both sides named: when and why it was archived, and the
-        commit that last changed it, where git knows."""
-        by_name = {m.file: m for m in archived}
-        found = []
-        for count, (name, sealed, now) in enumerate(self.archived_changes()):
-            memory = by_name.get(name)
-            extra = memory.extra if memory else {}
-            path = self.memory_dir / archive_module.ARCHIVE_DIR / name
-            found.append(
-                {
-                    "file": f"{archive_module.ARCHIVE_DIR}/{name}",
-                    "name": name,
-                    "archived_at": str(extra.get("archived_at", "")),
-                    "reason": str(extra.get("archived_reason", "")),
-                    "sealed": sealed,
-                    "now": now,
-                    # git is asked about the first few only: thousands would take minutes
-                    "commit": gitinfo.last_change(self.memory_dir, path) if count < MAX_GIT_LOOKUPS else None,
-                }
-            )
-        return found
-
-    def _copies(self) -> list[tuple[str, str]]:
-        """(label, text) of every copy of memory text sagemem keeps besides the live files:
-        archived memories, snapshot copies, the two sides of every conflict record. What a
-        copy cannot be read as is left out (`check` reports the live files' troubles)."""
-        found: list[tuple[str, str]] = []
-        folder = self.memory_dir / archive_module.ARCHIVE_DIR
-        with contextlib.suppress(SagememError):
-            for name in sorted(self._names_in(self._archive_dir()), key=name_key):
-                with contextlib.suppress(SagememError):
-                    data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
-                    found.append((f"{archive_module.ARCHIVE_DIR}/{name}", data.decode("utf-8", "replace")))
-        for snap in snapshot_module.listing(self.state_dir):
-            for item in snap.files:
-                with contextlib.suppress(SagememError, KeyError, TypeError):
-                    name = str(item["name"])
-                    if name_key(name) != name_key(INDEX_NAME):
-                        check_name(name)  # a manifest may have come with a clone: no `../`
-                    data = read_bytes(snap.path / "files" / name, limit=MAX_COPY_BYTES)
-                    found.append((f"snapshot {snap.id}: {name}", data.decode("utf-8", "replace")))
-        for resolved in (False, True):
-            with contextlib.suppress(SagememError):
-                for c in guard.list_conflicts(self.state_dir, resolved=resolved):
-                    for side, data in (("disk", c.disk), ("proposed", c.proposed)):
-                        if data:
-                            label = f"conflict {c.id}{' (resolved)' if resolved else ''}, {side}"
-                            found.append((label, data.decode("utf-8", "replace")))
-        for path, _ in guard.damaged_records(self.state_dir):  # a secret may sit in one too
-            with contextlib.suppress(SagememError, OSError):
-                raw = read_state(path, guard.MAX_RECORD_BYTES) or b""
-                found.append((f"conflict record {path.name} (damaged)", raw.decode("utf-8", "replace")))
-        return found
 
     def purge_secrets(self) -> list[str]:
         """Redact every likely secret in the copies `check` scans besides the live memories:
         archived memories (resealed, when they were as archived), snapshot copies (their
         manifest updated) and conflict records. No snapshot first, on purpose: it would keep a
         copy of the secrets. Live memories are the person's to edit. Returns what changed."""
-        from .store import secrets
+        return checkup.purge_copies(
+            self.memory_dir,
+            self.state_dir,
+            self._names_in(self._archive_dir()),
+            lock=self._lock,
+            snapshots_locked=self._snapshots_locked,
+        )
 
-        changes: list[str] = []
-        folder = self.memory_dir / archive_module.ARCHIVE_DIR
-        for name in sorted(self._names_in(self._archive_dir()), key=name_key):
-            with self._lock(self.memory_dir / name):
-                data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
-                text = decode(name, data)
-                found = secrets.scan(text)
-                if not found:
-                    continue
-                clean = secrets.redact(text, found)
-                if archive_module.changed_since_archived(data) is None:
-                    clean = archive_module.reseal(clean, name)
-                write_atomic(folder / name, clean.encode("utf-8"))
-            changes.append(f"{archive_module.ARCHIVE_DIR}/{name}: {len(found)} redacted")
-        with self._snapshots_locked():
-            changes += snapshot_module.redact(self.state_dir, secrets.scan, secrets.redact)
-        changes += guard.redact_conflicts(self.state_dir, secrets.scan, secrets.redact)
-        return changes
-
-    def _state_findings(self) -> list[tuple[str, str, str]]:
-        """(check, path, what) for the state directory: a link sagemem refuses to use, or a
-        state dir committed to git (a clone's copy is a stranger's)."""
-        found = []
-        for folder in dict.fromkeys([self.state_dir, self.memory_dir / STATE_DIR_NAME]):
-            try:
-                safe_folder(folder, create=False)
-            except SagememError as exc:
-                found.append(("state-link", str(folder), getattr(exc, "rule", str(exc))))
-        files = gitinfo.tracked(self.memory_dir, self.state_dir)
-        if files:
-            found.append(("state-tracked", str(self.state_dir), f"{len(files)} file(s), e.g. {files[0]}"))
-        return found
+    def _kept_archived_names(self) -> list[str]:
+        """The archived copies' names, none when `archive/` is refused (`check` says why)."""
+        try:
+            return self._names_in(self._archive_dir())
+        except SagememError:
+            return []
 
     def fix(self) -> list[str]:
         """Apply the safe, mechanical repairs (CRLF to LF, index lines) after a snapshot, each
@@ -703,13 +154,13 @@ class MemoryStore:
                 changes.append(f"{file}: CRLF line endings converted to LF")
             except SagememError as exc:
                 changes.append(f"{file}: not fixed ({exc})")
-        if self._rebuild_index(snapshot=False):
+        if self._rebuild_index():
             changes.append(
                 f"{INDEX_NAME}: dangling, duplicate and stale lines fixed, missing memories listed"
             )
         return changes
 
-    # -- snapshots ----------------------------------------------------------------------
+    # -- snapshots --------------------------------------------------------------------------
 
     def snapshot(self, *, label: str = "", kind: str = "manual") -> snapshot_module.Snapshot:
         """Copy every memory and MEMORY.md into a new snapshot, then keep only the newest."""
@@ -795,11 +246,7 @@ class MemoryStore:
             check_regular(path, os.lstat(path).st_mode)
         return path
 
-    # -- retrieval ----------------------------------------------------------------------
-
-    def settings(self) -> Settings:
-        """The retrieval and injection settings in force now (environment, settings file)."""
-        return load_settings(self.state_dir)
+    # -- search -----------------------------------------------------------------------------
 
     def corpus(self) -> Corpus:
         """The searchable form of the directory, brought up to date from the cache."""
@@ -850,271 +297,11 @@ class MemoryStore:
             care=care,
         )
 
-    # -- the index ----------------------------------------------------------------------
-
-    def check_index(self) -> index.IndexReport:
-        scan = self.scan()
-        return index.check(self._index_text(), scan.files, _by_key(scan.memories))
-
     def rebuild_index(self) -> bool:
         """Fix the index deterministically; True if MEMORY.md changed (it is rewritten only then,
         after a snapshot)."""
-        return self._rebuild_index(snapshot=True)
-
-    def _rebuild_index(self, *, snapshot: bool) -> bool:
-        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
-            scan = self.scan()
-            old = self._index_text()
-            new = index.rebuild(old, scan.files, _by_key(scan.memories))
-            if new != old:
-                if snapshot:
-                    self.snapshot(label="before index --rebuild", kind="auto")
-                self._write_index(new)
-            return new != old
-
-    # -- conflicts ----------------------------------------------------------------------
-
-    def conflicts(self, *, resolved: bool = False) -> list[Conflict]:
-        return guard.list_conflicts(self.state_dir, resolved=resolved)
-
-    def conflict(self, conflict_id: str) -> Conflict:
-        return guard.load_conflict(self.state_dir, conflict_id)
-
-    def resolve_conflict(self, conflict_id: str, keep: str, *, writer: str = "") -> Conflict:
-        """Settle a conflict: keep what is on disk, or write the proposed bytes. Writing is itself
-        version guarded: it lands only if the file is still what the conflict recorded."""
-        if keep not in ("disk", "proposed"):
-            raise SagememError(f"keep must be 'disk' or 'proposed' (got {keep!r})")
-        conflict = self.conflict(conflict_id)
-        if keep == "proposed":
-            if conflict.proposed is None:
-                raise SagememError(
-                    f"conflict {conflict.id} has no content to write (the change could not be "
-                    "applied to the file); keep disk, then make the change again"
-                )
-            self._write(
-                conflict.file,
-                decode(conflict.file, conflict.proposed),
-                conflict.disk_version,
-                writer,
-                f"resolve conflict {conflict.id}",
-                keep_eol=True,
-            )
-        return guard.close_conflict(self.state_dir, conflict, keep)
-
-    # -- internals ----------------------------------------------------------------------
-
-    def _require(self) -> None:
-        if not self.memory_dir.is_dir():
-            raise StoreNotFound(f"{self.memory_dir}: memory directory does not exist (run `sagemem init`)")
-
-    def _listing(self) -> tuple[list[str], list[Problem]]:
-        self._require()
-        names, problems = [], []
-        with os.scandir(self.memory_dir) as entries:
-            for entry in entries:
-                name = entry.name
-                if not name.lower().endswith(".md") or name.startswith(".") or is_reserved(name):
-                    continue
-                try:
-                    check_name(name)
-                except InvalidName as exc:
-                    problems.append(Problem(name, f"invalid file name: {exc.rule}"))
-                    continue
-                if entry.is_symlink():
-                    problems.append(Problem(name, "is a symbolic link; links are refused"))
-                elif not entry.is_file(follow_symlinks=False):
-                    problems.append(Problem(name, "is not a regular file"))
-                else:
-                    names.append(name)
-        return sorted(names, key=lambda n: (name_key(n), n)), problems
-
-    def _existing_name(self, file: str) -> str:
-        """`file`, or the name of the existing file it collides with case-insensitively."""
-        try:
-            return self.resolve(file)
-        except MemoryNotFound:
-            return file
-
-    def _write(
-        self,
-        file: str,
-        text: str,
-        expected: str | None,
-        writer: str,
-        reason: str,
-        *,
-        keep_eol: bool = False,
-        whole: bool = False,
-    ) -> Memory:
-        """The one path of every change to a memory's bytes: the format's rules (with `whole`,
-        also those for content sent whole), then the guarded write, then the index line."""
-        if not keep_eol:
-            text = to_lf(text)
-        memory = validate_for_write(file, text, whole=whole)
-        self.refuse_new_secrets(file, text)
-        version = guard.guarded_write(
-            self.memory_dir / file,
-            text.encode("utf-8"),
-            expected,
-            state_dir=self.state_dir,
-            writer=writer,
-            reason=reason,
-            lock_dir=self.lock_dir,
-        )
-        try:
-            self._upsert_index(file)
-        except (SagememError, OSError) as exc:
-            # The memory is safely written; failing now would invite a retry that conflicts.
-            warnings.warn(
-                f"{file} was written (version {version}), but MEMORY.md could not be updated: {exc}",
-                SagememWarning,
-                stacklevel=3,
-            )
-        return memory
-
-    def refuse_new_secrets(self, file: str, text: str) -> None:
-        """Refuse content that adds a likely secret: memory is committed and put into prompts.
-        A secret the file on disk already holds does not count, so an old file can still be
-        edited (`check` reports it, and the person moves it out)."""
-        from .store.secrets import new_secrets  # detect-secrets loads here, on the write path only
-
-        try:
-            old: str | None = decode(file, read_bytes(self.memory_dir / file))
-        except (MemoryNotFound, InvalidMemory):
-            old = None
-        added = new_secrets(old, text)
-        if added:
-            more = f" (and {len(added) - 1} more)" if len(added) > 1 else ""
-            raise InvalidMemory(
-                file,
-                f"line {added[0].line} looks like a {added[0].kind}{more}: keep secrets out of memory, "
-                "which is committed and put into prompts; say where the secret is kept instead",
-            )
-
-    def _set_fields(self, file: str, text: str, changes: dict[str, Any]) -> str:
-        # A type kept under `metadata:` (as Claude Code writes it) is changed where it lives.
-        if "type" in changes and changes["type"] is not frontmatter.DELETE:
-            parts = frontmatter.split(text, file)
-            meta = frontmatter.parse(parts.matter, file) if parts.has_frontmatter else {}
-            nested = meta.get("metadata")
-            if "type" not in meta and isinstance(nested, dict) and "type" in nested:
-                value = changes.pop("type")
-                try:
-                    text = frontmatter.set_nested(text, "metadata", "type", value, file)
-                except InvalidMemory:
-                    changes["type"] = value  # a flow-style block: the top-level key wins on read
-        return frontmatter.set_keys(text, changes, file) if changes else text
-
-    def _index_path(self) -> Path | None:
-        """MEMORY.md, found case-insensitively; None if there is none."""
-        if not self.memory_dir.is_dir():
-            return None
-        exact = self.memory_dir / INDEX_NAME
-        if os.path.lexists(exact):
-            return exact
-        with os.scandir(self.memory_dir) as entries:
-            found = [e.name for e in entries if name_key(e.name) == name_key(INDEX_NAME)]
-        return self.memory_dir / sorted(found)[0] if found else None
-
-    def _index_text(self) -> str:
-        path = self._index_path()
-        if path is None:
-            return ""
-        return decode(path.name, read_bytes(path, limit=MAX_INDEX_FILE_BYTES))
-
-    def _write_index(self, text: str) -> None:
-        path = self._index_path() or self.memory_dir / INDEX_NAME
-        write_atomic(path, text.encode("utf-8"))
-
-    def _after_move(self, file: str, update_index: Callable[[], None]) -> None:
-        """The memory has moved: an index that cannot follow is a warning, not a failure."""
-        try:
-            update_index()
-        except (SagememError, OSError) as exc:
-            warnings.warn(
-                f"{file} was moved, but MEMORY.md could not be updated: {exc}", SagememWarning, stacklevel=3
-            )
-
-    def _edit_index(self, change: Callable[[str], str]) -> None:
-        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
-            old = self._index_text()
-            new = change(old)
-            if new != old:
-                self._write_index(new)
-
-    def _archive_dir(self) -> Path:
-        folder = self.memory_dir / archive_module.ARCHIVE_DIR
-        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-            raise archive_module.ArchiveRefused(f"{folder}: must be a real directory, not a link or a file")
-        return folder
-
-    def _names_in(self, folder: Path) -> list[str]:
-        """Memory-like file names in `folder` (top level only)."""
-        if not folder.is_dir():
-            return []
-        with os.scandir(folder) as items:
-            return [i.name for i in items if i.name.lower().endswith(".md") and not i.name.startswith(".")]
-
-    def _all_names(self) -> list[str]:
-        return self._names_in(self.memory_dir) + self._names_in(self.memory_dir / archive_module.ARCHIVE_DIR)
-
-    def refresh_index_line(self, file: str) -> None:
-        """Bring one memory's MEMORY.md line up to date after it was written by other means
-        (an agent's own file tool, an editor)."""
-        self._upsert_index(self.resolve(file))
-
-    def _upsert_index(self, file: str) -> None:
-        """Bring `file`'s index line up to date from the file as it is on disk now: a writer that
-        lost the race for the index must not put back what another writer replaced."""
-        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
-            try:
-                memory = parse_memory(file, read_bytes(self.memory_dir / file))
-            except (MemoryNotFound, InvalidMemory):
-                return
-            old = self._index_text()
-            new = index.upsert(old, memory)
-            if new != old:
-                self._write_index(new)
-
-
-def _epoch(updated: str) -> float | None:
-    try:
-        day = (
-            dt.datetime.fromisoformat(updated[:19])
-            if len(updated) > 10
-            else dt.datetime.fromisoformat(updated)
-        )
-    except ValueError:
-        return None
-    return day.timestamp()
+        return self._rebuild_index(before=lambda: self.snapshot(label="before index --rebuild", kind="auto"))
 
 
 def _by_key(memories: Iterable[Memory]) -> dict[str, Memory]:
     return {name_key(m.file): m for m in memories}
-
-
-def _plain(value: Any) -> Any:
-    """Tuples become lists so that YAML writes them as sequences."""
-    return list(value) if isinstance(value, tuple) else value
-
-
-def _ensure_lines(path: Path, lines: Sequence[str]) -> bool:
-    """Append the `lines` missing from the text file at `path`; True if it changed. A link or
-    a special file there (a clone may carry one) is refused, never read through."""
-    old = decode(path.name, read_state(path, MAX_DOTFILE_BYTES) or b"")
-    present = {line.strip() for line in old.splitlines()}
-    missing = [line for line in lines if line not in present]
-    if not missing:
-        return False
-    prefix = old if not old or old.endswith("\n") else old + "\n"
-    write_atomic(path, (prefix + "".join(f"{line}\n" for line in missing)).encode("utf-8"))
-    return True
-
-
-def _index_bytes(path: Path) -> bytes | None:
-    """MEMORY.md's bytes under its own cap (no link followed), None when there is none."""
-    try:
-        return read_bytes(path, limit=MAX_INDEX_FILE_BYTES)
-    except MemoryNotFound:
-        return None

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore, lexicon
+from sagemem import MemoryStore
+from sagemem.search import lexicon
 
 
 @pytest.fixture(scope="session")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sagemem.bench import generate
-from sagemem.corpus import load
-from sagemem.memory import parse_memory
-from sagemem.progress import Bar
-from sagemem.retrieve import search
+from sagemem.cli.progress import Bar
+from sagemem.search.bench import generate
+from sagemem.search.corpus import load
+from sagemem.search.retrieve import search
+from sagemem.store.memory import parse_memory
 
 
 def test_the_generated_corpus_is_shaped_like_memories_and_its_queries_find_them(tmp_path: Path) -> None:

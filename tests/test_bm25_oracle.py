@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sagemem import MemoryStore
-from sagemem.bm25 import K1, B
-from sagemem.corpus import index_file, load
+from sagemem.search.bm25 import K1, B
+from sagemem.search.corpus import index_file, load
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
 

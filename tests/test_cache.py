@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sagemem import MemoryStore, cache
-from sagemem.config import Settings
-from sagemem.corpus import Corpus, index_file, load
-from sagemem.inject import inject
-from sagemem.retrieve import search
+from sagemem import MemoryStore
+from sagemem.search import cache
+from sagemem.search.corpus import Corpus, index_file, load
+from sagemem.search.inject import inject
+from sagemem.search.retrieve import search
+from sagemem.store.config import Settings
 
 from .memories import DANCE, make
 
@@ -256,8 +257,8 @@ def test_an_unwritable_state_dir_moves_the_cache_and_changes_no_result(
 WORKER = """
 import sys
 from pathlib import Path
-from sagemem.corpus import load
-from sagemem.retrieve import search
+from sagemem.search.corpus import load
+from sagemem.search.retrieve import search
 memory, state, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 for i in range(rounds):
     if sys.argv[4] == "writer":
@@ -383,7 +384,7 @@ def test_a_call_with_a_deadline_indexes_what_it_can_and_the_next_goes_on(tmp_pat
 
 
 def test_jieba_cuts_at_most_a_bounded_part_of_one_memory() -> None:
-    from sagemem.tokenize import MAX_SEGMENTED_CHARS, document_tokens
+    from sagemem.search.tokenize import MAX_SEGMENTED_CHARS, document_tokens
 
     text = "部署上线回滚" * (MAX_SEGMENTED_CHARS // 3)
     whole, paired = document_tokens(text), document_tokens(text, words=0)

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from sagemem import InvalidName, MemoryNotFound, MemoryStore, SagememError
-from sagemem import archive as archive_module
-from sagemem.archive import TRACE_KEYS, ArchiveRefused, MemoryLocked
-from sagemem.errors import SagememWarning
-from sagemem.frontmatter import split
+from sagemem.store import archive as archive_module
+from sagemem.store.archive import TRACE_KEYS, ArchiveRefused, MemoryLocked
+from sagemem.store.errors import SagememWarning
+from sagemem.store.frontmatter import split
 
 from .conftest import write_file
 

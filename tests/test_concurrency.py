@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
-from sagemem.memory import version_of
+from sagemem.store.memory import version_of
 
 from .workers import FILE
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sagemem.config import locate
+from sagemem.store.config import locate
 
 
 def test_explicit_dir_wins(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_state_dir_order(tmp_path: Path) -> None:
 
 
 def test_settings_file_then_environment_take_effect_on_the_next_call(tmp_path: Path) -> None:
-    from sagemem.config import Settings, load_settings
+    from sagemem.store.config import Settings, load_settings
 
     state = tmp_path / "state"
     state.mkdir()
@@ -87,7 +87,7 @@ def test_settings_file_then_environment_take_effect_on_the_next_call(tmp_path: P
 
 
 def test_bad_settings_are_ignored(tmp_path: Path) -> None:
-    from sagemem.config import Settings, load_settings
+    from sagemem.store.config import Settings, load_settings
 
     (tmp_path / "settings.json").write_text('{"budget": 10, "limit": "many", "gate": 2.5, "cut": null}')
     assert load_settings(tmp_path, {"SAGEMEM_CANDIDATES": "nan", "SAGEMEM_LIMIT": "2.5"}) == Settings()

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore, doctor
-from sagemem.doctor import OK, PROBLEM, UNKNOWN, Finding, Hook, Places
+from sagemem import MemoryStore
+from sagemem.agents import doctor
+from sagemem.agents.doctor import OK, PROBLEM, UNKNOWN, Finding, Hook, Places
 
 from .memories import make_project
 
@@ -476,7 +477,7 @@ def test_gemini_untrusted_project_and_hooks_config(project: Path) -> None:
 def test_dsh_hooks_and_a_missing_bridge(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sagemem import dsh
+    from sagemem.agents import dsh
 
     from .test_dsh import bridge_package
 

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sagemem import cache, hooks
-from sagemem.inject import MAX_QUERY_CHARS
+from sagemem.agents import hooks
+from sagemem.search import cache
+from sagemem.search.inject import MAX_QUERY_CHARS
 
 from .memories import DANCE, QUESTION, make, make_project
 
@@ -388,7 +389,7 @@ def test_files_without_a_description_can_still_be_fixed_and_resolved(tmp_path: P
     path.write_text(read.text + "changed by hand\n")
     conflict = store.conflicts()  # none yet; make one through the guard
     assert conflict == []
-    from sagemem.guard import record_refusal
+    from sagemem.store.guard import record_refusal
 
     refused = record_refusal(
         path, read.version, b"---\nname: bare\n---\nproposed\n", store.state_dir, "t", "r"

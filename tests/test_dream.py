@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 from sagemem import MemoryStore
 from sagemem.cli import cli
-from sagemem.config import Settings
 from sagemem.dream import DreamBusy, apply_proposals, dream, rollback, runs
 from sagemem.dream.model import ModelError, endpoint
+from sagemem.store.config import Settings
 
 from .fake_openai import calls, final, serving, tool_results
 from .memories import make
@@ -439,7 +439,7 @@ def test_the_trigger_is_due_after_hours_and_sessions(tmp_path: Path) -> None:
 
 
 def test_the_trigger_is_read_from_the_environment_only(tmp_path: Path) -> None:
-    from sagemem.config import load_settings
+    from sagemem.store.config import load_settings
 
     (tmp_path / "settings.json").write_text(json.dumps({"dream_auto": "apply", "dream_model": "m"}))
     assert load_settings(tmp_path, {}).dream_auto == ""  # a cloned settings file cannot turn it on
@@ -450,7 +450,7 @@ def test_the_trigger_is_read_from_the_environment_only(tmp_path: Path) -> None:
 def test_session_start_starts_a_run_in_the_background(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sagemem import hooks
+    from sagemem.agents import hooks
 
     (store.state_dir / "sessions").mkdir(parents=True, exist_ok=True)
     (store.state_dir / "sessions" / "earlier.json").write_text("{}")
@@ -482,7 +482,7 @@ def test_session_start_starts_a_run_in_the_background(
 
 
 def test_search_sessions_reads_this_project_s_transcripts_only(tmp_path: Path) -> None:
-    from sagemem.native import claude_memory_dir
+    from sagemem.store.native import claude_memory_dir
 
     root, other, home = tmp_path / "proj", tmp_path / "other", tmp_path / "home"
     store = make(root / ".sagemem" / "memory", DEPLOY)
@@ -726,7 +726,7 @@ def test_a_link_for_the_report_folder_is_refused_and_the_run_still_declared(
 
 
 def test_a_settings_file_cannot_steer_the_endpoint_or_the_spending(tmp_path: Path) -> None:
-    from sagemem.config import load_settings
+    from sagemem.store.config import load_settings
 
     (tmp_path / "settings.json").write_text(
         json.dumps(
@@ -758,8 +758,8 @@ def test_a_settings_file_cannot_steer_the_endpoint_or_the_spending(tmp_path: Pat
 def test_the_trigger_never_waits_on_a_fifo_nor_runs_a_planted_sagemem(
     store: MemoryStore, tmp_path: Path
 ) -> None:
-    from sagemem.config import locate_scopes
     from sagemem.dream import auto
+    from sagemem.store.config import locate_scopes
 
     (store.state_dir / "dream").mkdir(parents=True, exist_ok=True)
     os.mkfifo(store.state_dir / "dream" / "auto.log")

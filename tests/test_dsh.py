@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sagemem import cache, dsh
-from sagemem.errors import SagememError
+from sagemem.agents import dsh
+from sagemem.search import cache
+from sagemem.store.errors import SagememError
 
 from .memories import DANCE, QUESTION, make, make_project
 

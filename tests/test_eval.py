@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from sagemem.cli import cli
-from sagemem.config import Settings
-from sagemem.errors import SagememError
-from sagemem.evaluate import evaluate, load_queries
+from sagemem.search.evaluate import evaluate, load_queries
+from sagemem.store.config import Settings
+from sagemem.store.errors import SagememError
 
 EVAL = Path(__file__).resolve().parent.parent / "fixtures" / "eval"
 

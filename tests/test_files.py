@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sagemem.errors import InvalidMemory, MemoryNotFound, StorageError
-from sagemem.files import MAX_FILE_BYTES, read_bytes, write_atomic
+from sagemem.store.errors import InvalidMemory, MemoryNotFound, StorageError
+from sagemem.store.files import MAX_FILE_BYTES, read_bytes, write_atomic
 
 
 def temp_files(folder: Path) -> list[str]:

@@ -7,8 +7,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sagemem.errors import InvalidMemory
-from sagemem.frontmatter import DELETE, parse, render_key, set_keys, set_nested, split
+from sagemem.store.errors import InvalidMemory
+from sagemem.store.frontmatter import DELETE, parse, render_key, set_keys, set_nested, split
 
 DOC = """---
 # who wrote this

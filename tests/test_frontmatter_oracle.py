@@ -14,13 +14,13 @@ import os
 import string
 from typing import Any
 
-import frontmatter as pyfm  # the python-frontmatter library, not sagemem.frontmatter
+import frontmatter as pyfm  # the python-frontmatter library, not sagemem.store.frontmatter
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sagemem.frontmatter import parse, split
-from sagemem.memory import KNOWN_KEYS, parse_memory
+from sagemem.store.frontmatter import parse, split
+from sagemem.store.memory import KNOWN_KEYS, parse_memory
 
 # CI runs a few hundred examples; a local hunt for differences can ask for many more.
 EXAMPLES = int(os.environ.get("SAGEMEM_ORACLE_EXAMPLES", "300"))

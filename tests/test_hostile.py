@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore, SagememError, cache, guard, session
+from sagemem import MemoryStore, SagememError
+from sagemem.search import cache, session
+from sagemem.store import guard
 
 from .test_git import git
 

@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sagemem import MemoryStore
-from sagemem import index as index_module
-from sagemem.index import check, entries, entry_line, parse_entry, rebuild, upsert
-from sagemem.memory import parse_memory
-from sagemem.names import RESERVED, name_key
+from sagemem.store import index as index_module
+from sagemem.store.index import check, entries, entry_line, parse_entry, rebuild, upsert
+from sagemem.store.memory import parse_memory
+from sagemem.store.names import RESERVED, name_key
 
 from .conftest import write_file
 

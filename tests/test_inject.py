@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
-from sagemem import session as session_module
-from sagemem.command import command_line
-from sagemem.inject import intents, reserve_for
-from sagemem.render import MAX_SNIPPET_CHARS
+from sagemem.search import session as session_module
+from sagemem.search.inject import intents, reserve_for
+from sagemem.search.render import MAX_SNIPPET_CHARS
+from sagemem.store.command import command_line
 
 from .memories import DANCE, make
 
@@ -283,7 +283,10 @@ def test_pruning_waits_on_no_fifo_and_trusts_no_future_time(tmp_path: Path) -> N
     os.utime(old, (1_000_000, 1_000_000))
     os.mkfifo(folder / ".pruned")
     os.utime(folder / ".pruned", (1_000_000, 1_000_000))
-    code = "import sys; from pathlib import Path; from sagemem.session import prune; prune(Path(sys.argv[1]))"
+    code = (
+        "import sys; from pathlib import Path; from sagemem.search.session import prune; "
+        "prune(Path(sys.argv[1]))"
+    )
     subprocess.run([sys.executable, "-c", code, str(folder)], check=True, timeout=20)
     assert not old.exists()
     (folder / ".pruned").unlink()
@@ -345,7 +348,7 @@ def test_a_snippet_already_shown_frees_its_place(tmp_path: Path, monkeypatch: py
 
 
 def test_age_labels() -> None:
-    from sagemem.render import Snippet, snippet_part
+    from sagemem.search.render import Snippet, snippet_part
 
     def label(days: int | None) -> str:
         return snippet_part(Snippet("a.md", 1, 1, "d", "t", days), "en").split("\n")[0]

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore, command, install
-from sagemem.config import locate_scopes
-from sagemem.errors import SagememError, UnsafePath
-from sagemem.install import TARGETS, apply
-from sagemem.native import claude_auto_memory, claude_memory_dir
+from sagemem import MemoryStore
+from sagemem.agents import install
+from sagemem.agents.install import TARGETS, apply
+from sagemem.store import command
+from sagemem.store.config import locate_scopes
+from sagemem.store.errors import SagememError, UnsafePath
+from sagemem.store.native import claude_auto_memory, claude_memory_dir
 
 from .memories import make_project
 from .test_secrets import fake
@@ -28,7 +30,7 @@ Use = Callable[..., None]
 
 @pytest.fixture
 def runs_as(monkeypatch: pytest.MonkeyPatch) -> Use:
-    """Make `sagemem.command` answer `words`, as if sagemem ran from elsewhere."""
+    """Make `sagemem.store.command` answer `words`, as if sagemem ran from elsewhere."""
 
     def use(*words: str) -> None:
         monkeypatch.setattr(command, "sagemem_command", lambda: words)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore, lexicon, retrieve
-from sagemem.tokenize import stem
+from sagemem import MemoryStore
+from sagemem.search import lexicon, retrieve
+from sagemem.search.tokenize import stem
 
 from .memories import make
 

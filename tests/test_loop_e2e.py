@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from sagemem.command import command_line
-from sagemem.native import claude_memory_dir
+from sagemem.store.command import command_line
+from sagemem.store.native import claude_memory_dir
 
 SAGEMEM = [sys.executable, "-m", "sagemem"]
 # Read at import: the suite's fixture clears SAGEMEM_* variables before each test.

@@ -14,7 +14,7 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 from sagemem import MemoryStore  # noqa: E402
-from sagemem.mcp_server import build  # noqa: E402
+from sagemem.agents.mcp_server import build  # noqa: E402
 
 from .memories import DANCE, make  # noqa: E402
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagemem.errors import InvalidMemory
-from sagemem.memory import parse_memory, render_new, validate_for_write
+from sagemem.store.errors import InvalidMemory
+from sagemem.store.memory import parse_memory, render_new, validate_for_write
 
 CLAUDE_STYLE = """---
 name: prefers-uv

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sagemem.errors import InvalidName
-from sagemem.names import check_name, is_memory_name, name_key, new_file_name, slugify
+from sagemem.store.errors import InvalidName
+from sagemem.store.names import check_name, is_memory_name, name_key, new_file_name, slugify
 
 
 @pytest.mark.parametrize(

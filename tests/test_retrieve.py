@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore, retrieve
-from sagemem.corpus import split_paragraphs
+from sagemem import MemoryStore
+from sagemem.search import retrieve
+from sagemem.search.corpus import split_paragraphs
 
 from .memories import DANCE, make
 
@@ -153,7 +154,7 @@ def test_two_words_find_the_memory_that_writes_them_as_one(tmp_path: Path) -> No
 
 
 def test_a_search_asked_for_returns_weak_matches_marked_as_such(dance: MemoryStore) -> None:
-    from sagemem.retrieve import pull
+    from sagemem.search.retrieve import pull
 
     query = "what was the lease negotiation about with the bank?"  # one shared word among strangers
     assert dance.search(query).hits == ()  # the injection stays silent
@@ -167,7 +168,7 @@ def test_a_search_asked_for_returns_weak_matches_marked_as_such(dance: MemorySto
 
 
 def test_a_search_asked_for_finds_one_rare_word_only_a_body_holds(tmp_path: Path) -> None:
-    from sagemem.retrieve import pull
+    from sagemem.search.retrieve import pull
 
     review = """---
 description: Decisions of the August architecture review
@@ -210,7 +211,7 @@ def test_the_search_command_is_a_pull_search(dance: MemoryStore) -> None:
 
 
 def test_a_search_asked_for_gives_all_the_injection_would_and_first(dance: MemoryStore) -> None:
-    from sagemem.retrieve import pull, search
+    from sagemem.search.retrieve import pull, search
 
     queries = ["when does the studio lease start and what is the rent?", "salsa teacher classes", "judges"]
     with dance.corpus() as corpus:

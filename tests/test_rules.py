@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sagemem.rules import MAX_RULES_BYTES, describes_lang, saving_rules
+from sagemem.search.rules import MAX_RULES_BYTES, describes_lang, saving_rules
 
 # An absolute venv path a little longer than most: where the cap is tightest with scopes given.
 LONG = "/home/alexander.petrov/work/customer-portal-api/.venv/bin/sagemem"[:64]

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sagemem import MemorySet, MemoryStore, VersionConflict
-from sagemem.config import locate_scopes
-from sagemem.corpus import load
-from sagemem.native import claude_memory_dir, claude_slug
-from sagemem.retrieve import Shelf, search
+from sagemem.search.corpus import load
+from sagemem.search.retrieve import Shelf, search
+from sagemem.store.config import locate_scopes
+from sagemem.store.native import claude_memory_dir, claude_slug
 
 from .memories import DANCE, make
 from .test_git import git
@@ -236,8 +236,8 @@ def test_the_prompt_hook_ranks_every_scope(project: Path) -> None:
 
 def test_two_scopes_cost_the_eval_set_nothing(tmp_path: Path) -> None:
     """The bundled evaluation set dealt into two and three directories: the same answers."""
-    from sagemem.config import Settings
-    from sagemem.evaluate import evaluate
+    from sagemem.search.evaluate import evaluate
+    from sagemem.store.config import Settings
 
     base = evaluate(ROOT / "fixtures" / "eval", Settings()).summary()
     for count in (2, 3):
@@ -273,7 +273,7 @@ def start(project: Path, harness: str, sid: str = "r1", source: str = "startup",
 
 
 def test_harnesses_without_memory_rules_get_ours_once_a_session(project: Path) -> None:
-    from sagemem.command import command_line
+    from sagemem.store.command import command_line
 
     text = start(project, "codex")
     assert "How to save a memory" in text and f"`{command_line('remember')}" in text
@@ -363,7 +363,7 @@ def test_conflicts_of_every_scope_are_listed_shown_and_resolved(project: Path) -
 
 
 def test_claude_codes_managed_policy_decides_its_auto_memory_last(tmp_path: Path) -> None:
-    from sagemem.native import claude_auto_memory
+    from sagemem.store.native import claude_auto_memory
 
     project, home, policy = tmp_path / "proj", tmp_path / "home", tmp_path / "managed-settings.json"
     (project / ".claude").mkdir(parents=True)

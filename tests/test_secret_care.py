@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import InvalidMemory, MemoryStore, guard
-from sagemem.secrets import MARKER
+from sagemem import InvalidMemory, MemoryStore
+from sagemem.store import guard
+from sagemem.store.secrets import MARKER
 
 from .test_secrets import PLANTED
 

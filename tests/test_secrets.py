@@ -1,4 +1,4 @@
-"""sagemem.secrets: planted secrets are found where they are, look-alikes are not, and
+"""sagemem.store.secrets: planted secrets are found where they are, look-alikes are not, and
 redaction, digests and the line gates keep their promises.
 
 The planted values are generated (seeded, so stable) rather than written out: the shapes are
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagemem import secrets
-from sagemem.secrets import MARKER, new_secrets, redact, scan
+from sagemem.store import secrets
+from sagemem.store.secrets import MARKER, new_secrets, redact, scan
 
 ROOT = Path(__file__).resolve().parent.parent
 ALNUM = string.ascii_letters + string.digits
@@ -461,7 +461,7 @@ def test_a_long_line_of_look_alikes_is_scanned_to_the_end(unit: str) -> None:
     (quadratic in the line). The scan runs in a process of its own with a generous limit, so
     a relapse fails here instead of stalling the suite; its speed is measured elsewhere, not
     asserted (docs/performance.md)."""
-    code = f"from sagemem.secrets import scan; scan({unit!r} * (200_000 // {len(unit)})); print('done')"
+    code = f"from sagemem.store.secrets import scan; scan({unit!r} * (200_000 // {len(unit)})); print('done')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout == "done\n", done.stderr
 
@@ -657,9 +657,10 @@ def test_scanning_touches_neither_network_nor_disk(tmp_path: Path, monkeypatch: 
 
 
 def test_the_module_imports_nothing_heavy_until_it_scans() -> None:
+    source = ROOT / "sagemem" / "store" / "secrets.py"
     code = (
         "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('s', {str(ROOT / 'sagemem' / 'secrets.py')!r})\n"
+        f"spec = importlib.util.spec_from_file_location('s', {str(source)!r})\n"
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
         "names = {'detect_secrets', 'yaml', 'click', 'jieba'}\n"
         "heavy = lambda: sorted({n.split('.')[0] for n in sys.modules} & names)\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
-from sagemem.snapshot import SnapshotInvalid
+from sagemem.care.snapshot import SnapshotInvalid
 
 from .conftest import write_file
 

@@ -16,7 +16,7 @@ from sagemem import (
     StoreNotFound,
     VersionConflict,
 )
-from sagemem.errors import ConflictNotFound
+from sagemem.store.errors import ConflictNotFound
 
 from .conftest import write_file
 

@@ -5,7 +5,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sagemem.tokenize import (
+from sagemem.search.tokenize import (
     CJK,
     RUNS,
     STOP_ZH,
@@ -100,7 +100,7 @@ def test_runs_cut_text_exactly_as_the_full_pattern_does(text: str) -> None:
 
 
 def test_a_thank_you_is_no_question() -> None:
-    from sagemem.tokenize import acknowledges
+    from sagemem.search.tokenize import acknowledges
 
     for message in (
         "thanks, that worked!",

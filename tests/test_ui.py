@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from sagemem import MemorySet, MemoryStore
-from sagemem.ui import MAX_BODY, Handler, Server
+from sagemem.ui.server import MAX_BODY, Handler, Server
 
 from .memories import DANCE, OLD_PLAN, make
 from .test_git import git
@@ -434,7 +434,7 @@ def test_clients_that_hang_up_early_leave_the_terminal_quiet(
 def test_a_failure_of_our_own_is_answered_500_and_shown_on_the_terminal(
     client: Client, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from sagemem import ui
+    from sagemem.ui import server as ui
 
     def broken(_app: Any, _query: dict[str, str]) -> dict[str, Any]:
         raise RuntimeError("a bug")
@@ -499,7 +499,7 @@ def test_the_browser_is_opened_on_a_private_redirect_not_on_the_token(
 ) -> None:
     import webbrowser
 
-    from sagemem import ui
+    from sagemem.ui import server as ui
 
     opened: list[str] = []
     monkeypatch.setattr(webbrowser, "open", opened.append)

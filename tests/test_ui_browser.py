@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sagemem import MemorySet, MemoryStore
-from sagemem.ui import Server
+from sagemem.ui.server import Server
 
 from .memories import DANCE, MUSIC, OLD_PLAN, make
 from .test_git import git

@@ -52,7 +52,7 @@ def churn(memory_dir: str, a_path: str, b_path: str) -> None:
     """Write A and B in turn, as fast as possible, until killed."""
     store = MemoryStore(memory_dir)
     contents = [open(a_path, encoding="utf-8").read(), open(b_path, encoding="utf-8").read()]
-    from sagemem.secrets import scan
+    from sagemem.store.secrets import scan
 
     scan("warm")  # the secret detector loads on the first write: load it before the kills begin
     print("ready", flush=True)

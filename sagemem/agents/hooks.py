@@ -219,21 +219,24 @@ def _session_start(scopes: list[Scope]) -> list[tuple[str, str]]:
     MEMORY.md can carry duplicate lines (git's union merge) and lines of deleted memories:
     they are repaired (a snapshot is taken first). And a merge can carry an edit into an
     archived copy, out of every live memory: each such file is returned as a finding for the
-    session to be told about. Failing here never stops the injection."""
-    from ..memory_store import MemoryStore
+    session to be told about. Failing here never stops the injection. The facade (and the
+    care it brings) is imported only when there is a repair to make."""
+    from ..store.directory import Directory
 
     care = []
     for scope in scopes:
-        store = MemoryStore.of(scope)
+        directory = Directory.of(scope)
         prefix = f"{scope.name}:" if len(scopes) > 1 else ""
         try:
-            report = store.check_index()
+            report = directory.check_index()
             if report.dangling or report.duplicates:
-                store.rebuild_index()
+                from ..memory_store import MemoryStore
+
+                MemoryStore.of(scope).rebuild_index()
         except Exception as exc:  # the index is derived: a later rebuild can do it
             _log(scope.state_dir, f"index repair at session start failed: {type(exc).__name__}: {exc}")
         try:
-            care += [("archived-changed", f"{prefix}archive/{n}") for n, _, _ in store.archived_changes()]
+            care += [("archived-changed", f"{prefix}archive/{n}") for n, _, _ in directory.archived_changes()]
         except Exception as exc:  # `check` reports it too
             _log(scope.state_dir, f"archive check at session start failed: {type(exc).__name__}: {exc}")
     return care
@@ -309,9 +312,9 @@ def _file_tool(
             except (OSError, SagememError) as exc:  # a count lost, never the guard's record
                 _log(state_dir, f"access ledger not written: {exc}")
         elif current is not None:
-            from ..memory_store import MemoryStore
+            from ..store.directory import Directory
 
-            MemoryStore.of(scope).refresh_index_line(file)
+            Directory.of(scope).refresh_index_line(file)
         return None
     if tool not in WRITE_TOOLS or current is None or seen == version_of(current):
         return None  # creating a memory, or writing over what this session saw: fine

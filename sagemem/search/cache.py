@@ -1,4 +1,4 @@
-"""The persisted search index of a memory directory: `<state>/cache/index-v5-<key>.sqlite`.
+"""The persisted search index of a memory directory: `<state>/cache/index-v<FORMAT>-<key>.sqlite`.
 
 SQLite, from the standard library, because it gives what a cache on the hot path needs:
 
