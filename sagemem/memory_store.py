@@ -121,14 +121,22 @@ class MemoryStore(Directory):
         """Redact every likely secret in the copies `check` scans besides the live memories:
         archived memories (resealed, when they were as archived), snapshot copies (their
         manifest updated) and conflict records. No snapshot first, on purpose: it would keep a
-        copy of the secrets. Live memories are the person's to edit. Returns what changed."""
-        return checkup.purge_copies(
-            self.memory_dir,
-            self.state_dir,
-            self._names_in(self._archive_dir()),
-            lock=self._lock,
-            snapshots_locked=self._snapshots_locked,
+        copy of the secrets. Live memories are the person's to edit. Returns what changed; a
+        copy that cannot be read (or an `archive/` that is refused) does not stop the rest,
+        and is named in the error raised at the end."""
+        failed = []
+        try:
+            names = self._names_in(self._archive_dir())
+        except SagememError as exc:
+            names, failed = [], [str(exc)]
+        changes, unread = checkup.purge_copies(
+            self.memory_dir, self.state_dir, names, lock=self._lock, snapshots_locked=self._snapshots_locked
         )
+        failed += unread
+        if failed:
+            done = f"{len(changes)} other cop{'y' if len(changes) == 1 else 'ies'} redacted"
+            raise SagememError(f"not redacted: {'; '.join(failed)} ({done})")
+        return changes
 
     def _kept_archived_names(self) -> list[str]:
         """The archived copies' names, none when `archive/` is refused (`check` says why)."""
@@ -159,6 +167,16 @@ class MemoryStore(Directory):
                 f"{INDEX_NAME}: dangling, duplicate and stale lines fixed, missing memories listed"
             )
         return changes
+
+    def rebuild_index(self) -> bool:
+        """Fix the index deterministically; True if MEMORY.md changed (it is rewritten only then,
+        after a snapshot). The snapshot comes before the index's lock is taken: a rollback
+        holds the snapshots' lock while it takes the index's, so the other order would make
+        each wait for the other."""
+        if not self._index_outdated():
+            return False
+        self.snapshot(label="before index --rebuild", kind="auto")
+        return self._rebuild_index()
 
     # -- snapshots --------------------------------------------------------------------------
 
@@ -296,11 +314,6 @@ class MemoryStore(Directory):
             task=task,
             care=care,
         )
-
-    def rebuild_index(self) -> bool:
-        """Fix the index deterministically; True if MEMORY.md changed (it is rewritten only then,
-        after a snapshot)."""
-        return self._rebuild_index(before=lambda: self.snapshot(label="before index --rebuild", kind="auto"))
 
 
 def _by_key(memories: Iterable[Memory]) -> dict[str, Memory]:

@@ -131,3 +131,51 @@ def test_sigkill_mid_write_leaves_old_or_new_bytes(store: MemoryStore, tmp_path:
     store.write(FILE, a.replace("version A", "after the kills"), expected_version=current.version)
     assert store.get(FILE).description == "after the kills"
     assert list(store.memory_dir.glob("*.tmp")) == []
+
+
+HOLD_SNAPSHOTS = """
+import sys, time
+from pathlib import Path
+from sagemem.store.locking import exclusive
+with exclusive(Path(sys.argv[1]) / "snapshots.lock", 30):
+    print("held", flush=True)
+    while not Path(sys.argv[2]).exists():
+        time.sleep(0.02)
+"""
+TAKE_INDEX_LOCK = """
+import sys
+from pathlib import Path
+from sagemem.store import guard
+guard.LOCK_TIMEOUT = 3
+with guard.file_lock(Path(sys.argv[1]) / "MEMORY.md"):
+    print("taken")
+"""
+
+
+def test_a_rebuild_waiting_for_a_snapshot_holds_no_index_lock(store: MemoryStore, tmp_path: Path) -> None:
+    """A rollback holds the snapshots' lock and then takes each file's: a rebuild that took
+    the index's lock and then waited for the snapshots' would wait on it while it waits on
+    the rebuild. While the rebuild waits for its snapshot, the index's lock is free."""
+    import threading
+
+    store.create(type="project", name="kept", description="a memory")
+    (store.memory_dir / "MEMORY.md").write_text("# Memory\n\n- [Gone](project_gone.md) — deleted\n")
+    stop = tmp_path / "stop"
+    outcome: list[bool] = []
+    rebuild = threading.Thread(target=lambda: outcome.append(store.rebuild_index()))
+    hold = [sys.executable, "-c", HOLD_SNAPSHOTS, str(store.state_dir), str(stop)]
+    with subprocess.Popen(hold, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            rebuild.start()
+            rebuild.join(1.0)  # it is waiting for the snapshot now
+            assert rebuild.is_alive()
+            take = [sys.executable, "-c", TAKE_INDEX_LOCK, str(store.memory_dir)]
+            taken = subprocess.run(take, capture_output=True, text=True)
+            assert taken.stdout.strip() == "taken", taken.stderr
+        finally:
+            stop.touch()
+    rebuild.join(30)
+    assert outcome == [True]
+    assert "project_gone.md" not in (store.memory_dir / "MEMORY.md").read_text()
+    assert [s.label for s in store.snapshots()] == ["before index --rebuild"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import InvalidMemory, MemoryStore
+from sagemem import InvalidMemory, MemoryStore, SagememError
 from sagemem.store import guard
 from sagemem.store.secrets import MARKER
 
@@ -85,6 +85,38 @@ def test_archive_snapshots_and_conflict_records_are_scanned_and_purged(tmp_path:
     store.rollback(made.id)  # the snapshot still verifies, and brings no secret back
     assert STRIPE not in (store.memory_dir / "project_live.md").read_text()
     assert cli("--dir", str(store.memory_dir), "purge-secrets").stdout == "no secret found in the copies\n"
+
+
+def test_a_copy_that_cannot_be_read_does_not_stop_the_purge(tmp_path: Path) -> None:
+    """An archived copy that is a link (a clone may carry one) is named in the error; every
+    other copy is redacted all the same. So is a refused `archive/` (a link itself)."""
+    store = MemoryStore(tmp_path / "mem")
+    store.init()
+    (store.memory_dir / "project_old.md").write_text(f"---\ndescription: old\n---\n\ntoken {GITHUB}\n")
+    made = store.snapshot(label="with a secret in it")
+    store.archive("project_old.md", reason="replaced")
+    outside = tmp_path / "outside.md"
+    outside.write_text(f"---\ndescription: elsewhere\n---\n\nkey {STRIPE}\n")
+    (store.memory_dir / "archive" / "project_link.md").symlink_to(outside)
+
+    with pytest.raises(
+        SagememError, match=r"not redacted: archive/project_link\.md: .*link.*\(2 other copies redacted\)"
+    ):
+        store.purge_secrets()
+    assert GITHUB not in (store.memory_dir / "archive" / "project_old.md").read_text()
+    assert not [f for f in secrets_found(store) if f[1].startswith(f"snapshot {made.id}")]
+    assert STRIPE in outside.read_text()  # never followed, never written
+
+    (store.memory_dir / "archive" / "project_link.md").unlink()
+    (store.memory_dir / "archive").rename(tmp_path / "moved")
+    (store.memory_dir / "archive").symlink_to(tmp_path / "moved")
+    store.snapshot(label="a second copy")
+    (tmp_path / "moved" / "project_new.md").write_text(f"---\ndescription: n\n---\n\n{AWS}\n")
+    done = cli("--dir", str(store.memory_dir), "purge-secrets")
+    assert (
+        done.returncode == 1 and "not redacted: " in done.stderr and "must be a real directory" in done.stderr
+    )
+    assert AWS in (tmp_path / "moved" / "project_new.md").read_text()  # a link is not followed
 
 
 def test_a_write_may_not_add_a_secret(tmp_path: Path) -> None:

@@ -159,7 +159,9 @@ def test_nothing_outside_the_memory_files_is_served(client: Client, path: str) -
     assert status == 400 and "error" in data
 
 
-@pytest.mark.parametrize("path", ["/../pyproject.toml", "/ui.py", "/%2e%2e/pyproject.toml", "/api/nothing"])
+@pytest.mark.parametrize(
+    "path", ["/../pyproject.toml", "/server.py", "/app.py", "/%2e%2e/pyproject.toml", "/api/nothing"]
+)
 def test_only_the_page_and_the_api_are_served(client: Client, path: str) -> None:
     assert client.get(path)[0] == 404
 

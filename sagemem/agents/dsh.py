@@ -107,7 +107,7 @@ def _entry_module(place: Path) -> Path | None:
 
 
 def sagemem_command() -> list[str]:
-    """`sagemem.command`'s command, but always by absolute path: dsh runs hooks and MCP
+    """`store/command.py`'s command, but always by absolute path: dsh runs hooks and MCP
     servers in environments that may not have the user's PATH."""
     from ..store.command import sagemem_command as words
 

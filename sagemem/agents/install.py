@@ -2,7 +2,7 @@
 
 `apply` merges one handler per event into the file's `hooks` (event -> matcher groups ->
 handlers), leaving every other setting and hook as it was, and does nothing when the handler
-is already there. The command it writes is `sagemem.command`'s: a bare `sagemem` only where
+is already there. The command it writes is `store/command.py`'s: a bare `sagemem` only where
 every shell finds this same script, else its absolute path. A handler of its own written
 earlier with another command (a bare name from before, a virtual environment since moved) is
 rewritten in place, keeping its position; a person's own handlers are never touched. Removal
@@ -110,7 +110,7 @@ def _moved(variable: str, env: Mapping[str, str] | None) -> Path | None:
 
 
 def command_for(harness: str, event: str) -> str:
-    """The hook's command line, by `sagemem.command`'s rule."""
+    """The hook's command line, by `store/command.py`'s rule."""
     return command_line("hook", harness, event)
 
 

@@ -1,5 +1,6 @@
 """Care: looking after a memory directory over time.
 
-Health checks, archive candidates, mechanical fixes, snapshots and rollback, secret purging
-in kept copies. It imports the store and search (to verify the search index), nothing else.
+Health checks, archive candidates, snapshots, and the kept copies `check` reads and
+`purge-secrets` cleans; the facade runs fixes and rollbacks with them. It imports only the
+store.
 """

@@ -99,18 +99,24 @@ def purge_copies(
     *,
     lock: Callable[[Path], AbstractContextManager[Any]],
     snapshots_locked: Callable[[], AbstractContextManager[Any]],
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """Redact every likely secret in the kept copies: archived memories (resealed, when
     they were as archived), snapshot copies (their manifest updated) and conflict records.
-    Returns what changed."""
+    Returns what changed, and each archived copy that could not be read (the rest is done
+    all the same)."""
     from ..store import secrets  # detect-secrets loads here
 
     changes: list[str] = []
+    failed: list[str] = []
     folder = memory_dir / ARCHIVE_DIR
     for name in sorted(archived_names, key=name_key):
         with lock(memory_dir / name):
-            data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
-            text = decode(name, data)
+            try:
+                data = read_bytes(folder / name, limit=MAX_ARCHIVED_BYTES)
+                text = decode(name, data)
+            except SagememError as exc:
+                failed.append(f"{ARCHIVE_DIR}/{name}: {getattr(exc, 'rule', exc)}")
+                continue
             found = secrets.scan(text)
             if not found:
                 continue
@@ -122,7 +128,7 @@ def purge_copies(
     with snapshots_locked():
         changes += snapshot_module.redact(state_dir, secrets.scan, secrets.redact)
     changes += guard.redact_conflicts(state_dir, secrets.scan, secrets.redact)
-    return changes
+    return changes, failed
 
 
 def state_findings(memory_dir: Path, state_dir: Path) -> list[tuple[str, str, str]]:

@@ -7,13 +7,12 @@ from typing import Any
 
 import click
 
+from ..agents.hooks import HARNESSES
 from .base import _Context, _print_json, cli, count, json_option, pass_ctx, say
-
-HARNESSES = ["claude-code", "codex", "gemini", "dsh"]
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
-@click.argument("harness", type=click.Choice(HARNESSES))
+@click.argument("harness", type=click.Choice(list(HARNESSES)))
 @click.argument("event", required=False)
 @pass_ctx
 def hook(ctx: _Context, harness: str, event: str | None) -> None:
@@ -40,7 +39,7 @@ def _options(command: Any) -> Any:
     """The arguments `install` and `uninstall` share."""
     for option in reversed(
         [
-            click.argument("harness", type=click.Choice(HARNESSES)),
+            click.argument("harness", type=click.Choice(list(HARNESSES))),
             click.option(
                 "--scope",
                 type=click.Choice(["project", "user"]),

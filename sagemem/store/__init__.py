@@ -1,4 +1,4 @@
-"""The store: the memory directory on disk and every change to its bytes.
+"""The store: the memory directory on disk and every change a person or an agent asks of it.
 
 Memory files and their format, names, MEMORY.md, safe file I/O, locks, the version guard
 and its conflicts, archive and locks, the access ledger, secret refusal, and where the

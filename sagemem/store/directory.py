@@ -477,16 +477,20 @@ class Directory:
         scan = self.scan()
         return index.check(self._index_text(), scan.files, _by_key(scan.memories))
 
-    def _rebuild_index(self, before: Callable[[], object] | None = None) -> bool:
-        """Rewrite MEMORY.md deterministically; `before` runs first when it changes (the
-        facade's snapshot)."""
+    def _index_outdated(self) -> bool:
+        """Whether a rebuild would change MEMORY.md (read without its lock: a hint)."""
+        scan = self.scan()
+        old = self._index_text()
+        return index.rebuild(old, scan.files, _by_key(scan.memories)) != old
+
+    def _rebuild_index(self) -> bool:
+        """Rewrite MEMORY.md deterministically, under its lock; True if it changed. No
+        snapshot: the facade takes one first, before this lock (never under it)."""
         with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
             scan = self.scan()
             old = self._index_text()
             new = index.rebuild(old, scan.files, _by_key(scan.memories))
             if new != old:
-                if before is not None:
-                    before()
                 self._write_index(new)
             return new != old
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..hooks import HARNESSES
 from ..install import TARGETS
 from .findings import Finding, problem
 
 MAX_SETTINGS_BYTES = 64 * 1024 * 1024  # ~/.claude.json keeps every project's history
-_HOOK = re.compile(r"\bhook (?:claude-code|codex|gemini|dsh)\b")
+_HOOK = re.compile(rf"\bhook (?:{'|'.join(map(re.escape, HARNESSES))})\b")
 
 
 @dataclass(frozen=True)
