@@ -27,14 +27,12 @@ from .search.corpus import Corpus
 from .search.inject import Injection
 from .store import guard, index
 from .store.archive import ARCHIVE_DIR
-from .store.directory import Directory, Problem, Read, Scan
+from .store.directory import Directory
 from .store.errors import MemoryNotFound, SagememError
 from .store.files import MAX_COPY_BYTES, check_regular, read_bytes, safe_folder, write_atomic
 from .store.locking import exclusive
 from .store.memory import Memory, decode
 from .store.names import INDEX_NAME, name_key
-
-__all__ = ["Candidate", "MemoryStore", "Problem", "Read", "Scan"]
 
 
 class MemoryStore(Directory):

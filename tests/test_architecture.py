@@ -5,17 +5,14 @@ than it needs, and the page names every module."""
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .test_project import warm_memory
+from .test_project import hook_code, loaded, warm_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sagemem"
@@ -250,22 +247,8 @@ FILE_TOOL = PROMPT_HOOK | {
 
 
 def loaded_by_hook(memory: Path, event: dict[str, object]) -> set[str]:
-    code = (
-        "import io, sys\n"
-        f"sys.stdin = io.TextIOWrapper(io.BytesIO({json.dumps(event).encode()!r}))\n"
-        "from sagemem.__main__ import main\n"
-        "sys.argv = ['sagemem', 'hook', 'claude-code']\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print(' '.join(m for m in sys.modules if m.split('.')[0] == 'sagemem'), file=sys.stderr)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "SAGEMEM_DIR": str(memory)},
-        cwd=memory.parent,
-    )
+    """The package's modules Claude Code's hook loads for `event`."""
+    done = loaded(hook_code(event), tuple(modules(PACKAGE)), {**os.environ, "SAGEMEM_DIR": str(memory)})
     assert "project_x.md" in done.stdout or event["hook_event_name"] != "UserPromptSubmit"
     return set(done.stderr.split())
 

@@ -91,31 +91,24 @@ def test_inject_does_not_load_what_it_does_not_need(tmp_path: Path) -> None:
     assert done.stderr.strip() == ""
 
 
-def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
-    """Every import is paid on every prompt: none of these may creep onto the hook's path."""
-    memory = warm_memory(tmp_path)
-    event = json.dumps(
-        {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "怎么部署 deploy"}
-    )
-    code = (
+def hook_code(event: dict[str, object]) -> str:
+    """Python that runs Claude Code's hook in-process on `event`, as `sagemem hook` would."""
+    return (
         "import io, sys\n"
-        f"sys.stdin = io.TextIOWrapper(io.BytesIO({event.encode()!r}))\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({json.dumps(event).encode()!r}))\n"
         "from sagemem.__main__ import main\n"
         "sys.argv = ['sagemem', 'hook', 'claude-code']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass"
     )
-    heavy = ("click", "yaml", "jieba", "filelock", "dataclasses", "inspect", "tempfile")
-    heavy += ("sagemem.memory_store",)
-    heavy += (
-        "sagemem.store.secrets",
-        "detect_secrets",
-        "shutil",
-        "shlex",
-        "sagemem.care.gitinfo",
-        "subprocess",
-    )
-    done = loaded(
-        code, (*heavy, "multiprocessing", "concurrent.futures"), {**os.environ, "SAGEMEM_DIR": str(memory)}
-    )
+
+
+def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
+    """Every import is paid on every prompt: none of these may creep onto the hook's path."""
+    memory = warm_memory(tmp_path)
+    code = hook_code({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "怎么部署 deploy"})
+    heavy = ("click", "yaml", "jieba", "filelock", "dataclasses", "inspect", "tempfile", "shutil", "shlex")
+    heavy += ("subprocess", "multiprocessing", "concurrent.futures", "detect_secrets")
+    heavy += ("sagemem.memory_store", "sagemem.store.secrets", "sagemem.care", "sagemem.dream")
+    done = loaded(code, heavy, {**os.environ, "SAGEMEM_DIR": str(memory)})
     assert "project_x.md" in done.stdout
     assert done.stderr.strip() == ""
