@@ -4,9 +4,22 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from sagemem import MemoryStore
 from sagemem.search import lexicon
+
+# Every run tries the same examples, a newcomer's as CI's: derandomized (a seed from each test),
+# no example database, the reproduction blob printed with a failure; what Hypothesis's own "ci"
+# profile sets, for every run whatever the environment says. No deadline and no too-slow check:
+# both are timed assertions, which fail on a loaded machine, not on slow code (speed is
+# measured with `sagemem bench`). To hunt for new failures with fresh examples, kept in
+# .hypothesis/ until they pass: `python -m pytest --hypothesis-profile=explore`.
+_BASE = settings.get_profile("default")
+_UNTIMED = {"deadline": None, "print_blob": True, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("repeatable", _BASE, derandomize=True, database=None, **_UNTIMED)
+settings.register_profile("explore", _BASE, **_UNTIMED)
+settings.load_profile("repeatable")
 
 
 @pytest.fixture(scope="session")

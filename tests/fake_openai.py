@@ -116,7 +116,7 @@ def serving(script: list[Any], models: list[str] | None = None) -> Iterator[Serv
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield server

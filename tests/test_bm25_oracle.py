@@ -48,7 +48,11 @@ def expanded(counts: dict[str, int]) -> list[str]:
     return [term for term, n in sorted(counts.items()) for _ in range(n)]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(first=directory, then=directory, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5))
 def test_index_scores_are_the_reference_bm25(
     tmp_path_factory: pytest.TempPathFactory,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 
@@ -95,35 +96,66 @@ def test_racing_writers_lose_nothing(store: MemoryStore, tmp_path: Path, state_d
 
 
 def test_sigkill_mid_write_leaves_old_or_new_bytes(store: MemoryStore, tmp_path: Path) -> None:
+    """A writer killed at any moment leaves the memory's old bytes or its new ones, never a
+    mix. First a kill at each point of one write in turn, before and after each of its disk
+    steps (the worker stops there and says which), then kills at random moments of a writer
+    writing as fast as it can."""
     original = store.create(type="project", name="race", description="killed while writing")
+    path = store.memory_dir / FILE
     a = "---\ndescription: version A\ntype: project\n---\n" + "a" * 400_000 + "\n"
     b = "---\ndescription: version B\ntype: project\n---\n" + "b" * 400_000 + "\n"
     (tmp_path / "a.md").write_text(a)
     (tmp_path / "b.md").write_text(b)
-    allowed = {original.version, version_of(a.encode()), version_of(b.encode())}
-    path = store.memory_dir / FILE
-    rng = random.Random(7)
-    mid_write = 0
-    for _ in range(200):  # until a few kills have landed in the middle of a write
-        if mid_write >= 3:
-            break
-        proc = start(
-            "churn",
-            str(store.memory_dir),
-            str(tmp_path / "a.md"),
-            str(tmp_path / "b.md"),
-            stdout=subprocess.PIPE,
-        )
+    content = {"a": a.encode(), "b": b.encode()}
+    versions = {path.read_bytes(): original.description, content["a"]: "version A", content["b"]: "version B"}
+
+    def churn(pause_at: int, first: str) -> subprocess.Popen[str]:
+        """A writer of `first`, then of the other version, and so on."""
+        files = [str(tmp_path / f"{n}.md") for n in (first, "b" if first == "a" else "a")]
+        proc = start("churn", str(store.memory_dir), str(pause_at), *files, stdin=PIPE, stdout=PIPE)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.02, 0.3))
+        return proc
+
+    def kill(proc: subprocess.Popen[str]) -> bytes:
+        """Kill it; what is on disk then must be one whole version, and read as that one."""
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        proc.stdout.close()
-        assert version_of(path.read_bytes()) in allowed
-        assert store.get(FILE).description in {"killed while writing", "version A", "version B"}
-        # A temp file left behind means the kill came between writing it and renaming it.
-        mid_write += any(store.memory_dir.glob(f".{FILE}.*.tmp"))
-    assert mid_write >= 1
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+        data = path.read_bytes()
+        assert data in versions, "a torn memory"
+        assert store.get(FILE).description == versions[data]
+        return data
+
+    def next_version() -> str:
+        """The version the memory does not hold now: every write changes its bytes."""
+        return "b" if path.read_bytes() == content["a"] else "a"
+
+    points, mid_write = 0, 0
+    while True:
+        old, writing = path.read_bytes(), next_version()
+        with churn(points + 1, writing) as proc:
+            assert proc.stdout is not None
+            said = proc.stdout.readline().split()
+            assert said, "the writer said nothing"
+            if said[0] == "done":  # a kill at every point of a write is behind us
+                assert proc.wait(timeout=60) == 0
+                assert path.read_bytes() == content[writing]
+                break
+            assert said[:2] == ["paused", str(points + 1)], said
+            points += 1
+            data = kill(proc)
+        if said[2:4] == ["before", "replace"] and said[-1] == FILE:
+            # Killed after the temp file was written whole, before it replaced the memory.
+            temps = [t.read_bytes() for t in store.memory_dir.glob(f".{FILE}.*.tmp")]
+            assert data == old and content[writing] in temps
+            mid_write += 1
+    assert mid_write, f"none of the {points} kills came between the temp file and its rename"
+
+    rng = random.Random(7)
+    for _ in range(12):
+        with churn(0, next_version()) as proc:
+            time.sleep(rng.uniform(0, 0.25))
+            kill(proc)
+
     # A killed writer's temp file is hidden and never taken for a memory; the lock is not stuck,
     # and the next write of that memory clears the leftovers.
     assert store.files() == [FILE]
@@ -131,6 +163,7 @@ def test_sigkill_mid_write_leaves_old_or_new_bytes(store: MemoryStore, tmp_path:
     store.write(FILE, a.replace("version A", "after the kills"), expected_version=current.version)
     assert store.get(FILE).description == "after the kills"
     assert list(store.memory_dir.glob("*.tmp")) == []
+    assert store.check_index().ok
 
 
 HOLD_SNAPSHOTS = """

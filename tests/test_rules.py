@@ -58,7 +58,11 @@ def test_the_realistic_worst_case_fits_with_scope_places_in_full(lang: str, mcp:
         assert f"({place})" in text
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     lang=st.sampled_from(["en", "zh"]),
     mcp=st.booleans(),

@@ -51,7 +51,7 @@ def shots(tmp_path: Path) -> Path:
 def page(store: MemoryStore | MemorySet, size: str = "1200,900", lang: str = "en-US") -> Iterator[Any]:
     """A headless Chromium showing the list of a `sagemem ui` server over `store` (or a set)."""
     server = Server(store)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
-import time
+from collections.abc import Callable
+from typing import Any
 
 from sagemem import MemoryStore, VersionConflict
+from sagemem.store.directory import Directory
 
 FILE = "project_race.md"
 
@@ -38,7 +41,7 @@ def watch(memory_dir: str, stop_path: str, log_path: str) -> None:
     store = MemoryStore(memory_dir)
     reads = bad = 0
     while True:
-        stop = __import__("os").path.exists(stop_path)
+        stop = os.path.exists(stop_path)
         if store.read(FILE).memory is None:
             bad += 1
         reads += 1
@@ -48,20 +51,53 @@ def watch(memory_dir: str, stop_path: str, log_path: str) -> None:
         json.dump({"reads": reads, "bad": bad}, handle)
 
 
-def churn(memory_dir: str, a_path: str, b_path: str) -> None:
-    """Write A and B in turn, as fast as possible, until killed."""
-    store = MemoryStore(memory_dir)
-    contents = [open(a_path, encoding="utf-8").read(), open(b_path, encoding="utf-8").read()]
-    from sagemem.store.secrets import scan
+STEPS = ("fsync", "replace", "link", "unlink")  # what a write does to the disk, one call at a time
 
-    scan("warm")  # the secret detector loads on the first write: load it before the kills begin
+
+def churn(memory_dir: str, pause_at: str, *paths: str) -> None:
+    """Write the files' contents in turn, as fast as possible, until killed. With `pause_at`
+    N > 0, write once and stop at the N-th point of that write, before or after each of its
+    disk steps (an fsync, rename, link or unlink), saying which, until killed: the parent
+    kills it exactly there. When the write has fewer points, say "done" and exit.
+
+    The secret scan is skipped: it reads the text before any byte is written, and costs more
+    than the write itself, so random kills would mostly land in it (tests/test_secrets.py
+    tests it)."""
+    assert hasattr(Directory, "refuse_new_secrets")  # a renamed check must not go on silently
+    Directory.refuse_new_secrets = lambda self, file, text: None  # type: ignore[method-assign]
+    store = MemoryStore(memory_dir)
+    contents = [open(p, encoding="utf-8").read() for p in paths]
+    stop, points = int(pause_at), 0
+
+    def point(when: str, name: str, args: tuple[Any, ...]) -> None:
+        nonlocal points
+        points += 1
+        if points == stop:
+            where = " ".join(os.path.basename(a) for a in args if isinstance(a, (str, os.PathLike)))
+            print(f"paused {points} {when} {name} {where}".rstrip(), flush=True)
+            sys.stdin.read()  # until killed (or the parent is gone)
+
+    def pausing(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            point("before", name, args)
+            result = real(*args, **kwargs)
+            point("after", name, args)
+            return result
+
+        return step
+
     print("ready", flush=True)
     turn = 0
     while True:
         read = store.read(FILE)
-        store.write(FILE, contents[turn % 2], expected_version=read.version)
+        if stop:
+            for name in STEPS:
+                setattr(os, name, pausing(name, getattr(os, name)))
+        store.write(FILE, contents[turn % len(contents)], expected_version=read.version)
+        if stop:
+            print(f"done {points}", flush=True)
+            return
         turn += 1
-        time.sleep(0)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ so an editor's burst (write a temp file, rename it over the memory) is handled o
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from ..memory_store import MemoryStore
 from ..store.errors import SagememError
 
 QUIET_SECONDS = 0.3
+STOP_SECONDS = 2.0
 
 
 def key(finding: Finding) -> tuple[str, str, int | None, str]:
@@ -61,39 +64,90 @@ def observe(folder: Path, changed: Callable[[], None]) -> Any:
 
 
 def watch(store: MemoryStore, report: Callable[[str], None], stop: threading.Event) -> None:
-    """Report health changes until `stop` is set: "+ problem" when one appears, "- cleared"
-    when it goes. The first report lists what is wrong now."""
+    """Report health changes until `stop` is set or Ctrl-C: "+ problem" when one appears,
+    "- cleared" when it goes. The first report lists what is wrong now.
+
+    The observer starts before that first check, so a change made while the check runs is
+    seen (one made between the check and the observer's start would go unreported until the
+    next change)."""
     changed = threading.Event()
+    with _noting_interrupts() as interrupted:
+        observer = observe(store.memory_dir, changed.set)
+        if observer is None:
+            raise SagememError("watching needs the watchdog package: pip install watchdog")
+        try:
+            _follow(store, report, changed, lambda: stop.is_set() or bool(interrupted), stop)
+        finally:
+            _stop(observer)
+
+
+def _follow(
+    store: MemoryStore,
+    report: Callable[[str], None],
+    changed: threading.Event,
+    stopped: Callable[[], bool],
+    stop: threading.Event,
+) -> None:
+    """The first report, then one after each change, once a quiet spell has passed."""
     current = list(store.check().findings)
     for finding in current:
         report(_line("+", finding))
     store.corpus().close()  # brings the search index up to date
-    observer = observe(store.memory_dir, changed.set)
-    if observer is None:
-        raise SagememError("watching needs the watchdog package: pip install watchdog")
+    while not stopped():
+        if not changed.wait(0.2):
+            continue
+        while changed.is_set():  # wait for a quiet spell
+            changed.clear()
+            if stop.wait(QUIET_SECONDS) or stopped():
+                return
+        try:
+            fresh = list(store.check().findings)
+            store.corpus().close()  # keeps the search index current
+        except Exception as exc:  # a half-written directory: report, go on watching
+            report(f"! {exc}")
+            continue
+        appeared, cleared = changes(current, fresh)
+        for finding in appeared:
+            report(_line("+", finding))
+        for finding in cleared:
+            report(_line("-", finding))
+        current = fresh
+
+
+@contextlib.contextmanager
+def _noting_interrupts() -> Iterator[list[int]]:
+    """Ctrl-C raises KeyboardInterrupt as usual, and is also noted in the list yielded: Python
+    drops an exception raised where no caller can catch it (a `__del__`, a weakref callback
+    such as the import system's module locks), and the watch loop, seeing the note, stops
+    anyway. Only in the main thread, where signals are handled, and only over Python's own
+    handler."""
+    noted: list[int] = []
+
+    def interrupt(signum: int, frame: object) -> None:
+        noted.append(signum)  # a plain list: a lock taken in a signal handler can deadlock
+        raise KeyboardInterrupt
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield noted
+        return
+    signal.signal(signal.SIGINT, interrupt)
     try:
-        while not stop.is_set():
-            if not changed.wait(0.2):
-                continue
-            while changed.is_set():  # wait for a quiet spell
-                changed.clear()
-                if stop.wait(QUIET_SECONDS):
-                    return
-            try:
-                fresh = list(store.check().findings)
-                store.corpus().close()  # keeps the search index current
-            except Exception as exc:  # a half-written directory: report, go on watching
-                report(f"! {exc}")
-                continue
-            appeared, cleared = changes(current, fresh)
-            for finding in appeared:
-                report(_line("+", finding))
-            for finding in cleared:
-                report(_line("-", finding))
-            current = fresh
+        yield noted
     finally:
-        observer.stop()
-        observer.join(timeout=5)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _stop(observer: Any) -> None:
+    """Stop the observer, waiting for it a few seconds at most: watchdog's `stop` joins its
+    emitter threads without a timeout, and a person who pressed Ctrl-C expects the prompt back
+    at once. Its threads are daemons: one still stuck does not keep the process alive."""
+    stopping = threading.Thread(target=observer.stop, daemon=True)
+    stopping.start()
+    stopping.join(STOP_SECONDS)
+    observer.join(STOP_SECONDS)
 
 
 def _line(sign: str, finding: Finding) -> str:
