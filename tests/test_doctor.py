@@ -13,7 +13,7 @@ import pytest
 
 from sagemem import MemoryStore
 from sagemem.agents import doctor
-from sagemem.agents.doctor import OK, PROBLEM, UNKNOWN, Finding, Hook, Places
+from sagemem.agents.doctor import OK, PROBLEM, UNKNOWN, Finding, Hook, Places, ThisSagemem
 
 from .memories import make_project
 
@@ -60,11 +60,16 @@ def home() -> Path:
     return Path(os.environ["HOME"])
 
 
-def places(project: Path, **env: str) -> Places:
+def places(project: Path, this: Path | None = None, **env: str) -> Places:
     """The real environment (HOME already isolated), no `codex` on PATH unless given, and
-    system settings files of the test's own."""
+    system settings files of the test's own. `this`: a test's program that doctor is to take
+    for its own sagemem (else it is this installation's, the only one doctor runs)."""
     environment = {**os.environ, "PATH": str(project.parent / "no-bin"), **env}
+    own = (
+        {} if this is None else {"sagemem": ThisSagemem(sys.executable, frozenset({os.path.realpath(this)}))}
+    )
     return Places(
+        **own,
         cwd=project,
         home=home(),
         env=environment,
@@ -145,7 +150,7 @@ def test_a_bare_name_not_on_path_and_a_users_own_handler(project: Path) -> None:
 def test_a_hook_that_fails_or_prints_garbage_is_a_problem(project: Path, body: str, said: str) -> None:
     fake = script(project.parent / "bin" / "sagemem", body)
     write(project / ".gemini" / "settings.json", hooks_file("gemini", [str(fake)]))
-    [problem] = found(doctor.diagnose(places(project)), "hook-run", PROBLEM)
+    [problem] = found(doctor.diagnose(places(project, fake)), "hook-run", PROBLEM)
     assert said in problem.message
     assert problem.fix.startswith("run it by hand to see why: printf '%s' ") and str(fake) in problem.fix
 
@@ -153,7 +158,7 @@ def test_a_hook_that_fails_or_prints_garbage_is_a_problem(project: Path, body: s
 def test_a_hook_that_hangs_is_cut_off_with_everything_it_started(project: Path) -> None:
     fake = script(project.parent / "bin" / "sagemem", "#!/bin/sh\n/bin/sleep 300 &\n/bin/sleep 300\n")
     write(project / ".claude" / "settings.json", hooks_file("claude-code", [str(fake)], timeout=1))
-    [problem] = found(doctor.diagnose(places(project)), "hook-run", PROBLEM)
+    [problem] = found(doctor.diagnose(places(project, fake)), "hook-run", PROBLEM)
     assert "did not answer a test event within 1 s (the harness waits 1 s)" in problem.message
 
 
@@ -171,11 +176,11 @@ def test_a_program_found_only_through_the_active_virtual_env(project: Path) -> N
     venv = project.parent / "venv"
     fake = script(venv / "bin" / "sagemem", "#!/bin/sh\nexit 0\n")
     write(project / ".claude" / "settings.json", hooks_file("claude-code", ["sagemem"]))
-    active = places(project, PATH=f"{fake.parent}{os.pathsep}/usr/bin", VIRTUAL_ENV=str(venv))
+    active = places(project, fake, PATH=f"{fake.parent}{os.pathsep}/usr/bin", VIRTUAL_ENV=str(venv))
     [problem] = found(doctor.diagnose(active), "hook", PROBLEM)
     assert f"found only because the virtual environment {venv} is active" in problem.message
     assert "writes the absolute path" in problem.fix
-    elsewhere = places(project, PATH=str(fake.parent))  # on PATH by itself: fine
+    elsewhere = places(project, fake, PATH=str(fake.parent))  # on PATH by itself: fine
     assert found(doctor.diagnose(elsewhere), "hook", PROBLEM) == []
 
 
@@ -202,7 +207,7 @@ def test_an_mcp_entry_without_the_mcp_package_names_the_interpreter(project: Pat
         home() / ".gemini" / "settings.json",
         {"mcpServers": {"sagemem": {"command": str(shim), "args": ["mcp"]}}},
     )
-    [problem] = found(doctor.diagnose(places(project)), "mcp", PROBLEM)
+    [problem] = found(doctor.diagnose(places(project, shim)), "mcp", PROBLEM)
     assert f"the mcp package is missing from {sys.executable}" in problem.message
     assert problem.fix == f"{shlex.quote(sys.executable)} -m pip install 'sagemem[mcp]'"
 
@@ -234,7 +239,7 @@ def test_the_interpreter_of_an_env_shebang_with_options(tmp_path: Path) -> None:
 def test_an_mcp_server_that_never_answers_is_cut_off(project: Path) -> None:
     fake = script(project.parent / "bin" / "sagemem", "#!/bin/sh\n/bin/sleep 300\n")
     write(project / ".mcp.json", {"mcpServers": {"sagemem": {"command": str(fake), "args": ["mcp"]}}})
-    quick = Places(**{**places(project).__dict__, "timeout": 1})
+    quick = Places(**{**places(project, fake).__dict__, "timeout": 1})
     [problem] = found(doctor.diagnose(quick), "mcp", PROBLEM)
     assert "no answer to initialize within 1 s" in problem.message
 

@@ -281,3 +281,32 @@ def test_init_makes_sagemems_own_directory_beside_a_sage_mem_one(tmp_path: Path)
     subprocess.run([sys.executable, "-m", "sagemem", "init"], capture_output=True, check=True, cwd=tmp_path)
     assert (home / ".sagemem" / "memory" / "MEMORY.md").is_file()
     assert sorted(p.name for p in (home / ".sage-mem" / "memory").iterdir()) == before
+
+
+@pytest.mark.parametrize("entry", ["npm/node_modules/.bin", ""])  # an empty entry: the current folder
+@pytest.mark.parametrize("shipped", ["dsh", "npm"])
+def test_install_finds_no_program_through_a_relative_path_entry(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str, shipped: str
+) -> None:
+    """`install dsh` run in a clone, with a relative PATH entry (`node_modules/.bin`): the
+    clone's `dsh` (whose bridge would then be mounted into every dsh session) and `npm` are
+    not used. npm is asked from the home folder, with PATH's absolute entries only."""
+    clone = tmp_path / "clone"
+    marker = tmp_path / "ran"
+    package = bridge_package(clone)  # clone/npm/node_modules/@deepseek-ai/...
+    evil = clone / "npm" / "node_modules" / ".bin" / shipped
+    evil.parent.mkdir(parents=True)
+    evil.write_text(f"#!/bin/sh\n: > {marker}\necho {package.parent.parent}\n")
+    evil.chmod(0o755)
+    asked = tmp_path / "asked"
+    npm = tmp_path / "npm-bin" / "npm"
+    npm.parent.mkdir()
+    npm.write_text(f'#!/bin/sh\nprintf "%s\\n%s\\n" "$PWD" "$PATH" > {asked}\necho {tmp_path / "none"}\n')
+    npm.chmod(0o755)
+    monkeypatch.chdir(evil.parent if entry == "" else clone)
+    fixed = [str(npm.parent), "/usr/bin", "/bin"]
+    monkeypatch.setenv("PATH", os.pathsep.join([entry, *fixed]))
+    done = dsh.apply(add=True, dry_run=True)
+    assert not marker.exists()
+    assert done["todo"].splitlines()[0] == dsh.BRIDGE_INSTALL  # the clone's bridge was not taken
+    assert asked.read_text().splitlines() == [str(Path.home()), os.pathsep.join(fixed)]

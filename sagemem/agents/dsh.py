@@ -18,6 +18,12 @@ Install writes two things:
 The rest of the patch file is kept byte for byte; the result is parsed back before it is
 written, and the old file is copied beside it first. Uninstall removes the marked entry and
 the hooks file; a patch file left with no entries gets `[]` (dsh refuses an empty one).
+
+`dsh`, `npm` and `sagemem` are looked up on PATH's absolute entries only: a relative entry
+(`node_modules/.bin`, or an empty one) names a folder of the project install runs in, and
+what it finds there (a bridge to mount into every dsh session) came with that project. npm
+is asked from the home folder, with that PATH, so that neither it nor the `node` it starts
+comes from the project either.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..store.command import MODULE
 from ..store.errors import SagememError
 from ..store.files import read_config, write_atomic
 from .install import backup_beside
@@ -78,12 +85,31 @@ def find_bridge(explicit: str | None = None) -> Path | None:
     return None
 
 
+def _fixed_path() -> str:
+    """PATH's absolute entries: the ones that name the same folders wherever one is."""
+    entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return os.pathsep.join(e for e in entries if os.path.isabs(e))
+
+
 def _bridge_places() -> Iterator[Path]:
-    dsh = shutil.which("dsh")
+    path = _fixed_path()
+    dsh = shutil.which("dsh", path=path)
     if dsh:
         yield from [p / BRIDGE for p in Path(dsh).resolve().parents if p.name == "node_modules"][:1]
+    npm = shutil.which("npm", path=path)
+    if npm is None:
+        return
+    env = {k: v for k, v in os.environ.items() if k != "PATH"} | ({"PATH": path} if path else {})
     try:  # asked only when the place beside dsh did not have it
-        root = subprocess.run(["npm", "root", "-g"], capture_output=True, text=True, timeout=20, check=True)
+        root = subprocess.run(
+            [npm, "root", "-g"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+            cwd=Path.home(),
+            env=env,
+        )
     except (OSError, subprocess.SubprocessError):
         return
     yield Path(root.stdout.strip()) / BRIDGE
@@ -93,8 +119,10 @@ def _entry_module(place: Path) -> Path | None:
     if place.is_file() and place.suffix in (".js", ".mjs"):
         return place.resolve()
     try:
-        package = json.loads((place / "package.json").read_text("utf-8"))
-    except (OSError, ValueError):
+        package = json.loads(read_config(place / "package.json", 1024 * 1024) or b"{}")
+    except (OSError, ValueError, SagememError):
+        return None
+    if not isinstance(package, dict):
         return None
     if package.get("name") != BRIDGE:
         return None
@@ -112,9 +140,11 @@ def sagemem_command() -> list[str]:
     from ..store.command import sagemem_command as words
 
     command = list(words())
-    if command == ["sagemem"]:  # the script on PATH: named by where PATH finds it
-        found = shutil.which("sagemem")
-        return [str(Path(found).absolute())] if found else [sys.executable, "-m", "sagemem"]
+    if command == ["sagemem"]:  # this install's script, first on PATH: named by where PATH has it
+        found, first = shutil.which("sagemem", path=_fixed_path()), shutil.which("sagemem")
+        if found and first and os.path.samefile(found, first):
+            return [found]
+        return [sys.executable, *MODULE]
     return command
 
 

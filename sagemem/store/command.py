@@ -27,8 +27,8 @@ def sagemem_command() -> tuple[str, ...]:
     later: `-m` alone puts the working directory first on the path, and a project's own
     `sagemem/` folder would run instead)."""
     script = _script()
-    if script is None:
-        return ("sagemem",) if _which("sagemem") else (sys.executable, *MODULE)
+    if script is None:  # a `sagemem` on PATH may be another install: name this one's Python
+        return (sys.executable, *MODULE)
     if not in_virtual_env() and _same(_which("sagemem"), script):
         return ("sagemem",)
     return (str(script),)
@@ -46,9 +46,13 @@ def command_line(*args: str) -> str:
 
 def _which(name: str) -> str | None:
     """What PATH finds for `name`, as `shutil.which` would (without importing it: the prompt
-    hook names this command in its text, and pays for every import)."""
+    hook names this command in its text, and pays for every import), but through absolute
+    folders only: a relative one (or an empty one, the working directory) finds what lies in
+    whichever project the harness runs in."""
     for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        candidate = os.path.join(folder or ".", name)
+        if not os.path.isabs(folder):
+            continue
+        candidate = os.path.join(folder, name)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None

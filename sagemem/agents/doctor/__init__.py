@@ -16,9 +16,14 @@ its own process group with a timeout, and the group is killed when time is up.
 
 A command is run only when it has the form sagemem's own entries have (`<sagemem> hook
 <harness> <event>` or `<python> -m sagemem ...`, with nothing else on the line but
-sagemem's `--dir`/`--state-dir` options): a cloned project's settings are not a script for
-doctor to run. The test event has no `session_id`, so the hook runs stateless (no session
-ledger is written), with a prompt that asks for nothing.
+sagemem's `--dir`/`--state-dir` options) and its program is this sagemem: this Python, or a
+console script that runs it, after links, `..` and `/proc` are followed. A cloned project's
+settings are not a script for doctor to run: any other program is named, with where it
+leads, and not run, and no fix tells the person to run it. Every child runs without the
+relative entries of the search paths (PATH, PYTHONPATH, the loader's): in the project they
+are the project's folders, where `env node` or `import yaml` would find the project's files;
+`codex app-server` is started in the home folder. The test event has no `session_id`, so
+the hook runs stateless (no session ledger is written), with a prompt that asks for nothing.
 
 The rules for Codex's trust, Claude Code's settings and auto memory, and Gemini's folder
 trust are those of Codex 0.171, Claude Code 2.1 and Gemini CLI 0.61, checked against those
@@ -29,10 +34,13 @@ computes.
 The package, each module importing only those above it:
 
 - `findings`: `Finding` and `Report`, the values every check returns;
-- `places`: `Places`, where doctor looks, and the project's git root;
+- `places`: `Places`, where doctor looks, `ThisSagemem`, the one sagemem it runs, the
+  project's git root, and which search-path entries are relative;
 - `settings`: sagemem's hooks and MCP entries in a harness's settings files;
-- `commands`: which command lines doctor runs, and where their programs are;
-- `process`: child processes in a group of their own, within a deadline;
+- `commands`: which command lines doctor runs, where their programs are, and whether each
+  is this sagemem;
+- `process`: child processes in a group of their own, within a deadline, without the
+  relative entries of their search paths;
 - `probes`: the hook runs and MCP starts, once per command line;
 - `claude`, `codex`, `gemini`, `dsh`: one harness each, with its own gates;
 - `memory_dir`: the memory directory a hook would use here;
@@ -46,7 +54,7 @@ from .diagnosis import diagnose
 from .findings import INFO, OK, PROBLEM, UNKNOWN, Finding, Report
 from .gemini import gemini_trust
 from .memory_dir import memory_findings
-from .places import Places, git_main_root, git_root
+from .places import Places, ThisSagemem, git_main_root, git_root
 from .probes import INITIALIZE, MCP_MISSING, PROMPT_EVENTS, TEST_PROMPT, hook_findings
 from .process import Ran, Session, run
 from .settings import MAX_SETTINGS_BYTES, Hook, McpEntry, hooks_in, mcp_entry, read_settings
@@ -61,6 +69,7 @@ __all__ = [
     "PROBLEM",
     "PROMPT_EVENTS",
     "TEST_PROMPT",
+    "ThisSagemem",
     "UNKNOWN",
     "Finding",
     "Hook",

@@ -4,21 +4,27 @@ gates at which Codex skips a hook without a word: the `hooks` feature, the proje
 and each hook's trust and `enabled`.
 
 Codex's own answer, the listing of `codex app-server`, is used when `codex` is on PATH;
-otherwise trust is worked out from `config.toml` with the hash Codex computes.
+otherwise trust is worked out from `config.toml` with the hash Codex computes. A `codex` that
+came with the project (in it, or found through a relative PATH entry) is not run, and then no
+fix says to type `codex`: it would run that. Codex is started in the home folder, so that
+nothing it looks up from its working directory is the project's (the project goes in the
+request).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ...store.command import command_line
 from ..install import codex_home, read_toml
+from .commands import Resolved, resolve
 from .findings import Finding, info, ok, problem, unknown
 from .places import Places, git_root
 from .probes import Runs, hook_findings
@@ -54,7 +60,39 @@ def check(places: Places, runs: Runs) -> tuple[bool, list[Finding]]:
     elif config is not None:
         text = f"Codex has no sagemem MCP server (the memory_* tools) in {config_path}"
         findings.append(info("codex", "mcp", text, mcp_fix("codex", "user")))
-    return True, findings
+    return True, _no_project_codex(findings, places)
+
+
+def _no_project_codex(findings: list[Finding], places: Places) -> list[Finding]:
+    """`findings`; when the `codex` here came with the project, with a finding that says so
+    and no fix that has the person type `codex` (it would run that)."""
+    found, why = codex_here(places)
+    if not why:
+        return findings
+    assert found.path is not None
+    text = (
+        f"`codex` here runs {found.real}, {why}: typed in this project, `codex` runs that,"
+        " not Codex (doctor did not run it)"
+    )
+    where = f"`{found.entry}`" if found.entry else "the project's folder (an empty entry)"
+    again = command_line("doctor")
+    gone = f"take the project's `codex` off PATH first (see below), then run `{again}` again"
+    kept = [dataclasses.replace(f, fix=gone) if _STARTS_CODEX.search(f.fix) else f for f in findings]
+    return [*kept, problem("codex", "path", text, f"take {where} off PATH, or start Codex by its full path")]
+
+
+_STARTS_CODEX = re.compile(r"(?:^|`)codex\b")  # a fix that has the person type `codex`
+
+
+def codex_here(places: Places) -> tuple[Resolved, str]:
+    """The `codex` on PATH here, and how it came with the project ("" when it did not)."""
+    found = resolve("codex", places)
+    if found.path is None:
+        return found, ""
+    if found.reached:
+        return found, found.reached
+    ways = (Path(os.path.normpath(found.path)), found.real)  # a link in the project is the project's
+    return found, "in the project" if any(places.project in (p, *p.parents) for p in ways) else ""
 
 
 def codex_hash(hook: Hook) -> str:
@@ -175,11 +213,13 @@ def _codex_hook(
 def codex_listing(places: Places) -> tuple[dict[str, Any] | None, str]:
     """Codex's own answer, from `codex app-server`: {"hooks": {key: hook}, "feature": the
     `hooks` feature's state or None}; (None, why) when there is none."""
-    codex = shutil.which("codex", path=places.env.get("PATH", os.defpath))
-    if codex is None:
+    found, why = codex_here(places)
+    if found.path is None:
         return None, "`codex` is not on PATH"
+    if why:  # not Codex's answer, and not to be run
+        return None, f"`codex` on PATH is {found.real}, {why}: not run"
     try:
-        with Session([codex, "app-server"], places, places.timeout) as session:
+        with Session([str(found.path), "app-server"], places, places.timeout, cwd=places.home) as session:
             session.request("initialize", {"clientInfo": {"name": "sagemem-doctor", "version": "1"}})
             session.send({"jsonrpc": "2.0", "method": "initialized"})
             listed = session.request("hooks/list", {"cwds": [str(places.cwd)]})

@@ -48,8 +48,8 @@ def info(area: str, check: str, message: str, fix: str = "") -> Finding:
     return Finding(area, check, INFO, message, fix)
 
 
-def unknown(area: str, check: str, message: str, where: object = "") -> Finding:
-    return Finding(area, check, UNKNOWN, message, where=str(where))
+def unknown(area: str, check: str, message: str, where: object = "", fix: str = "") -> Finding:
+    return Finding(area, check, UNKNOWN, message, fix, str(where))
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,12 @@
 test event, each MCP entry starts and answers `initialize`. `Runs` does each once per
 command line, however many settings files hold it.
 
+Only this sagemem is run (`commands.verdict`). A line whose program is another one is named
+with what it resolves to and not run: a problem when that program came with the project (the
+harness would run it), "could not check" when it is another installation elsewhere (it may
+well work; doctor cannot tell). No fix names a program doctor did not run: a fix is what a
+person copies, and the other program may be a stranger's.
+
 The test event has no `session_id`, so the hook runs stateless (no session ledger is
 written), with a prompt that asks for nothing. An MCP server gets this environment and, of
 its entry's variables, only sagemem's own.
@@ -14,10 +20,10 @@ import os
 import shlex
 from pathlib import Path
 
-from .commands import hook_words, interpreter, resolve, sagemem_rest, shadowed
+from .commands import Resolved, Verdict, hook_words, interpreter, resolve, sagemem_rest, shadowed, verdict
 from .findings import PROBLEM, Finding, ok, problem, unknown
 from .places import Places
-from .process import Failed, Session, last_line, run
+from .process import Failed, Session, last_line, run, settled
 from .settings import Hook, McpEntry, nested, reinstall
 
 TEST_PROMPT = "sagemem doctor: a test event; nothing to look up"
@@ -36,10 +42,11 @@ MCP_MISSING = ("needs the mcp package", "No module named 'mcp'")
 
 
 def hook_findings(hooks: list[Hook], places: Places, runs: Runs) -> list[Finding]:
-    """Does each hook's program resolve (one line per file and program when it does), and
-    does the prompt hook answer a test event."""
+    """Does each hook's program resolve (one line per file and program when it does), is it
+    this sagemem, and does the prompt hook answer a test event."""
     findings: list[Finding] = []
     resolved: dict[tuple[str, Path, str], list[str]] = {}
+    declined: dict[tuple[str, Path, Verdict, str], list[str]] = {}
     for hook in hooks:
         where = f"{hook.path}: the {hook.event} hook"
         mine = hook.ours and hook.scope in ("project", "user")
@@ -64,6 +71,10 @@ def hook_findings(hooks: list[Hook], places: Places, runs: Runs) -> list[Finding
             text = f"{where} runs {found.program}, which {found.problem}: the harness gets no memory"
             findings.append(problem(hook.harness, "hook", text, fix, hook.path))
             continue
+        chosen = verdict(words, found, places)
+        if not chosen.argv:
+            declined.setdefault((hook.harness, hook.path, chosen, fix), []).append(hook.event)
+            continue
         if found.venv:
             text = (
                 f"{where} runs `{found.program}`, found only because the virtual environment {found.venv}"
@@ -72,19 +83,56 @@ def hook_findings(hooks: list[Hook], places: Places, runs: Runs) -> list[Finding
             how = f"{fix} (run in this environment, it writes the absolute path)" if mine else fix
             findings.append(problem(hook.harness, "hook", text, how, hook.path))
         else:
-            resolved.setdefault((hook.harness, hook.path, str(found.path)), []).append(hook.event)
+            resolved.setdefault((hook.harness, hook.path, _runs(found, chosen.argv)), []).append(hook.event)
         if hook.event == PROMPT_EVENTS[hook.harness]:
-            findings.append(runs.hook(hook))
+            findings.append(runs.hook(hook, chosen.argv))
     fine = [
         ok(
             harness,
             "hook",
-            f"{path}: the {', '.join(events)} hook{'s run' if len(events) > 1 else ' runs'} {program}",
+            f"{path}: the {_events(events)} {'run' if len(events) > 1 else 'runs'} {program}",
             path,
         )
         for (harness, path, program), events in resolved.items()
     ]
-    return fine + findings
+    refused = [
+        _declined(
+            harness,
+            "hook",
+            f"{path}: the {_events(events)} {'were' if len(events) > 1 else 'was'} not run",
+            chosen,
+            fix,
+            path,
+        )
+        for (harness, path, chosen, fix), events in declined.items()
+    ]
+    return fine + refused + findings
+
+
+def _events(events: list[str]) -> str:
+    return f"{', '.join(events)} hook{'s' * (len(events) > 1)}"
+
+
+def _runs(found: Resolved, argv: tuple[str, ...]) -> str:
+    """The program a hook runs, as its line names it, and the one doctor ran for it where
+    that is spelled otherwise (a link to this sagemem's script)."""
+    return found.shown if argv[0] == found.shown else f"{found.shown} (this sagemem: {argv[0]})"
+
+
+def _declined(area: str, check: str, what: str, chosen: Verdict, fix: str, where: object) -> Finding:
+    """What was not run and why: a problem when the program came with the project (the
+    harness would run it), else "could not check", saying how to tell whose it is; `fix`
+    points the entry at this sagemem."""
+    text = f"{what}: {chosen.why}"
+    if chosen.from_project:
+        return problem(area, check, f"{text}; the harness would run it", fix, where)
+    leads = f"; {chosen.leads}" if chosen.leads else ""
+    how = (
+        "doctor runs only itself: if that program is an installation you made (its place and first"
+        " line, above, say whose it is), check it with its own doctor; if not, do not run it"
+        + (f"; to use this sagemem instead: {fix}" if fix else "")
+    )
+    return unknown(area, check, f"{text}, so it was not checked{leads}", where, fix=how)
 
 
 class Runs:
@@ -94,11 +142,12 @@ class Runs:
         self.places = places
         self._done: dict[tuple[str, ...], Finding] = {}
 
-    def hook(self, hook: Hook) -> Finding:
+    def hook(self, hook: Hook, argv: tuple[str, ...]) -> Finding:
+        """Run `argv`, this sagemem's own command for the hook's line, as the hook."""
         # The timeout is part of the run (a slower limit can pass where a shorter one fails).
-        key = ("hook", hook.command, hook.event, str(_hook_seconds(hook)))
+        key = ("hook", *argv, hook.event, str(_hook_seconds(hook)))
         if key not in self._done:
-            self._done[key] = _test_hook(hook, self.places)
+            self._done[key] = _test_hook(hook, argv, self.places)
         done = self._done[key]
         where = f"{hook.path}: the {hook.event} hook"
         return Finding(
@@ -106,26 +155,22 @@ class Runs:
         )
 
     def mcp(self, entry: McpEntry) -> Finding:
-        # Its SAGEMEM_* variables choose the memory it serves, so they are part of the run.
-        key = (
-            "mcp",
-            entry.command,
-            *entry.args,
-            *sorted(f"{k}={v}" for k, v in entry.env.items() if k.startswith("SAGEMEM_")),
-        )
-        if key not in self._done:
-            self._done[key] = _test_mcp(entry, self.places)
-        done = self._done[key]
+        chosen = _mcp_argv(entry, self.places)
+        if isinstance(chosen, Finding):  # not started
+            done = chosen
+        else:
+            # Its SAGEMEM_* variables choose the memory it serves, so they are part of the run.
+            key = (
+                "mcp",
+                *chosen,
+                *sorted(f"{k}={v}" for k, v in entry.env.items() if k.startswith("SAGEMEM_")),
+            )
+            if key not in self._done:
+                self._done[key] = _test_mcp(entry, chosen, self.places)
+            done = self._done[key]
         message = f"{entry.label}: the sagemem MCP server {done.message}"
         fix = done.fix or (entry.fix if done.status == PROBLEM else "")
         return Finding(entry.harness, done.check, done.status, message, fix, entry.where)
-
-
-def _shell(line: str) -> list[str]:
-    """How harnesses run a hook's command line."""
-    if os.name == "nt":
-        return [os.environ.get("COMSPEC", "cmd.exe"), "/d", "/s", "/c", line]
-    return ["/bin/sh", "-c", line]
 
 
 def _hook_seconds(hook: Hook) -> float | None:
@@ -135,15 +180,17 @@ def _hook_seconds(hook: Hook) -> float | None:
     return timeout / 1000 if hook.harness == "gemini" else float(timeout)
 
 
-def _test_hook(hook: Hook, places: Places) -> Finding:
-    """Run the hook's exact command line through the shell with a test prompt event: it
-    passes when it exits 0 and prints nothing or one JSON object. The message follows the
-    hook's name."""
+def _test_hook(hook: Hook, argv: tuple[str, ...], places: Places) -> Finding:
+    """Run the hook (`argv`: its line's words, with this sagemem's own program; no shell is
+    needed, as the line is plain words) in the project with a test prompt event: it passes
+    when it exits 0 and prints nothing or one JSON object. The message follows the hook's
+    name."""
     data = json.dumps({"hook_event_name": hook.event, "cwd": str(places.cwd), "prompt": TEST_PROMPT})
     own = _hook_seconds(hook)
     limit = min(own or places.hook_timeout, places.hook_timeout)
-    ran = run(_shell(hook.command), data.encode("utf-8"), places, limit)
-    by_hand = f"run it by hand to see why: printf '%s' {shlex.quote(data)} | {hook.command}"
+    ran = run(list(argv), data.encode("utf-8"), places, limit)
+    # What doctor ran: this sagemem's own program (the line may reach it by a link the project can change).
+    by_hand = f"run it by hand to see why: printf '%s' {shlex.quote(data)} | {shlex.join(argv)}"
     if ran.error:
         return unknown(hook.harness, "hook-run", f"could not be run: {ran.error}")
     if ran.timed_out:
@@ -166,9 +213,9 @@ def _test_hook(hook: Hook, places: Places) -> Finding:
     return ok(hook.harness, "hook-run", "answers a test event")
 
 
-def _test_mcp(entry: McpEntry, places: Places) -> Finding:
-    """Start the server as the harness would (no shell) and do an MCP `initialize`. The
-    message follows the server's name."""
+def _mcp_argv(entry: McpEntry, places: Places) -> tuple[str, ...] | Finding:
+    """What doctor starts for the entry (this sagemem's own program with its arguments), or
+    the finding that says why nothing is started. The message follows the server's name."""
     argv = [entry.command, *entry.args]
     if sagemem_rest(argv) != ["mcp"]:
         text = (
@@ -182,18 +229,27 @@ def _test_mcp(entry: McpEntry, places: Places) -> Finding:
     found = resolve(entry.command, places)
     if found.path is None:
         return problem(entry.harness, "mcp", f"runs {entry.command}, which {found.problem}", "")
+    chosen = verdict(argv, found, places)
+    if not chosen.argv:
+        return _declined(entry.harness, "mcp", "was not started", chosen, entry.fix, "")
+    return chosen.argv
+
+
+def _test_mcp(entry: McpEntry, argv: tuple[str, ...], places: Places) -> Finding:
+    """Start `argv`, this sagemem's server for the entry, as the harness would (no shell),
+    and do an MCP `initialize`. The message follows the server's name."""
     # Only sagemem's own variables from the entry: a cloned project's entry could set others
     # (PYTHONPATH, LD_PRELOAD) that run code of its own.
     env = {**places.env, **{k: v for k, v in entry.env.items() if k.startswith("SAGEMEM_")}}
     by_hand = f"run it by hand to see why: {shlex.join(argv)}"
     try:
-        with Session([str(found.path), *entry.args], places, places.timeout, env) as session:
+        with Session(list(argv), places, places.timeout, env) as session:
             try:
                 result = session.request("initialize", INITIALIZE)
             except Failed as failed:
                 said = f"{failed} {session.stderr.decode('utf-8', 'replace')}"
                 if any(marker in said for marker in MCP_MISSING):
-                    python = interpreter(found.path, places.env.get("PATH"))
+                    python = interpreter(Path(argv[0]), settled(places.env).get("PATH", os.defpath))
                     text = f"does not start: the mcp package is missing from {python}"
                     return problem(
                         entry.harness, "mcp", text, f"{shlex.quote(python)} -m pip install 'sagemem[mcp]'"

@@ -5,6 +5,12 @@ in, output out) for a hook, `Session` (JSON-RPC lines over stdio) for an MCP ser
 When time is up the whole group is killed, so that what a hook started cannot outlive the
 check. It is killed only while the child still runs: once the child has been waited for, its
 group id may belong to someone else.
+
+Every child gets the environment without the relative entries of its search paths (PATH,
+PYTHONPATH, the loader's library path): a hook runs in the project, where they are the
+project's folders, and `#!/usr/bin/env node`, `import yaml` or the loader would find a
+program, module or library the project ships there. `settled` takes them out, and
+`search_path_findings` tells the person, whose harness keeps them.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from .places import Places
+from .findings import Finding, info, problem
+from .places import SEARCH_PATHS, Places, relative, search_entries
 
 
 @dataclass(frozen=True)
@@ -35,15 +43,77 @@ class Ran:
     error: str = ""  # it could not be started
 
 
-def _spawn(argv: list[str], places: Places, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+def loose(env: Mapping[str, str]) -> dict[str, list[str]]:
+    """The relative entries of each search path in `env` (see the module docstring)."""
+    found = {
+        name: [e for e in search_entries(name, env[name]) if relative(e)]
+        for name in SEARCH_PATHS
+        if name in env
+    }
+    return {name: entries for name, entries in found.items() if entries}
+
+
+def settled(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the relative entries of its search paths; a search path left with none
+    is unset (an empty PATH would be the working directory again)."""
+    kept = dict(env)
+    for name in loose(env):
+        entries = [e for e in search_entries(name, env[name]) if not relative(e)]
+        if entries:
+            kept[name] = SEARCH_PATHS[name][0][:1].join(entries)
+        else:
+            del kept[name]
+    return kept
+
+
+def search_path_findings(places: Places) -> list[Finding]:
+    """One finding per search path with relative entries: doctor ran its checks without
+    them, but a harness started from this shell has them, in every project it is started
+    in. PATH's is information (doctor checks the programs that matter to it where it finds
+    them); the others are problems: this sagemem's own hooks would load the project's files."""
+    findings = []
+    for name, entries in loose(places.env).items():
+        separators, finds = SEARCH_PATHS[name]
+        starts = "a harness started from this shell"
+        if name == "PATH":
+            effect = f"{starts}, and each command typed there, finds the project's programs first"
+        else:
+            effect = f"sagemem's hooks, run there by {starts}, would load the project's {finds}"
+        text = (
+            f"{_loose(name, entries)}: in a project it names the project's folders, so {effect}"
+            " (doctor's checks ran without it)"
+        )
+        fix = f"name {name}'s folders by absolute paths"
+        if separators:
+            empty = f"`export {name}=${name}:...` while it was unset"
+            fix += f" (an empty entry, often left by {empty}, names the current folder)"
+        findings.append((info if name == "PATH" else problem)("environment", "search-path", text, fix))
+    return findings
+
+
+def _loose(name: str, entries: list[str]) -> str:
+    """`name`'s relative entries, in words."""
+    named = [f"`{e}`" for e in dict.fromkeys(entries) if e]
+    if not SEARCH_PATHS[name][0]:
+        return f"{name} is relative ({named[0]})"
+    if not named:
+        return f"{name} has an empty entry"
+    plural = "entries" if len(named) > 1 else "entry"
+    return f"{name} has the relative {plural} {', '.join(named)}" + " and an empty one" * ("" in entries)
+
+
+def _spawn(
+    argv: list[str], places: Places, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=places.cwd,
-        # A Python child never puts the working directory (a stranger's project) on its path.
-        env={**(places.env if env is None else env), "PYTHONSAFEPATH": "1"},
+        cwd=places.cwd if cwd is None else cwd,
+        # No search path names the working directory (a stranger's project), and a Python
+        # child does not put it on its path either.
+        env={**settled(places.env if env is None else env), "PYTHONSAFEPATH": "1"},
         start_new_session=os.name != "nt",  # a group of its own: a timeout ends all it started
     )
 
@@ -92,11 +162,16 @@ class Session:
     """A child process spoken to in JSON-RPC lines over stdio, all within one deadline."""
 
     def __init__(
-        self, argv: list[str], places: Places, timeout: float, env: Mapping[str, str] | None = None
+        self,
+        argv: list[str],
+        places: Places,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
-        self.process = _spawn(argv, places, env)
+        self.process = _spawn(argv, places, env, cwd)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.stderr = b""
         self._id = 0
