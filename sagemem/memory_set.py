@@ -13,6 +13,7 @@ it, and an error when several do.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -218,18 +219,24 @@ class MemorySet:
 
     def move(self, name: str, to: str, *, writer: str = "", reason: str = "") -> tuple[MemoryStore, Memory]:
         """Move a memory to another scope: created there (refused if that scope has the name),
-        then taken out of its old scope only if it is still the version that was copied (a
-        change meanwhile is a conflict, and the new copy stays). Both indexes follow."""
+        then taken out of its old scope only if it is still the version that was copied.
+        When that fails (the source was edited, archived or deleted meanwhile), the new copy
+        is taken back out, if it is still as written: a failed move leaves one copy, where
+        it was. Both indexes follow."""
         source, file = self.find(name)
         target = self.store(to)
         if target is source:
             raise SagememError(f"{name}: is in {to} already")
         check_name(file)
         read = source.read(file)
-        moved = target.write(
-            file, read.text, expected_version=None, writer=writer or "sagemem move", reason=reason
-        )
-        source.take_out(file, expected_version=read.version, writer=writer or "sagemem move")
+        writer = writer or "sagemem move"
+        moved = target.write(file, read.text, expected_version=None, writer=writer, reason=reason)
+        try:
+            source.take_out(file, expected_version=read.version, writer=writer)
+        except (SagememError, OSError):
+            with contextlib.suppress(SagememError, OSError):  # changed there meanwhile: both stay
+                target.take_out(moved.file, expected_version=moved.version, writer=f"{writer} (undone)")
+            raise
         return target, moved
 
     # -- internals ------------------------------------------------------------------------

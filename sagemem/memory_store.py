@@ -22,6 +22,7 @@ from .care.candidates import Candidate
 from .search import corpus as corpus_module
 from .search import inject as inject_module
 from .search import lexicon, retrieve
+from .search import session as session_module
 from .search.cache import Progress
 from .search.corpus import Corpus
 from .search.inject import Injection
@@ -78,7 +79,8 @@ class MemoryStore(Directory):
 
     def check(self) -> health.HealthReport:
         """Every health check over the directory; reads only (the search index, derived data,
-        is rebuilt when found damaged), and reports what it cannot read."""
+        is rebuilt when found damaged), and reports what it cannot read, every record of the
+        state directory included (dream's too: care finds them by their place)."""
         scan = self.scan()
         texts: dict[str, str] = {}
         unreadable = [(p.file, p.rule) for p in scan.problems]
@@ -94,7 +96,6 @@ class MemoryStore(Directory):
         except SagememError as exc:
             unreadable.append((index_name, getattr(exc, "rule", str(exc))))
             index_text = ""
-        unreadable += [(f"conflict record {p.name}", why) for p, why in guard.damaged_records(self.state_dir)]
         try:
             archived = self.archived()
             changed = checkup.archived_in_detail(self.memory_dir, self.archived_changes(), archived)
@@ -111,7 +112,9 @@ class MemoryStore(Directory):
             archived=archived,
             archived_changed=changed,
             copies=checkup.kept_copies(self.memory_dir, self.state_dir, self._kept_archived_names()),
-            state=checkup.state_findings(self.memory_dir, self.state_dir),
+            state=checkup.state_findings(
+                self.memory_dir, self.state_dir, repairing=session_module.damaged(self.state_dir)
+            ),
             search_index=corpus_module.verify(self.memory_dir, self.state_dir),
         )
 
@@ -151,7 +154,7 @@ class MemoryStore(Directory):
         if not fixable:
             return []
         made = self.snapshot(label="before check --fix", kind="auto")
-        changes = [f"snapshot {made.id} taken first"]
+        changes = [f"snapshot {made.id} taken first{made.left_out()}"]
         for file in sorted({f.file for f in fixable if f.check == "crlf"}, key=name_key):
             try:
                 current = self.read(file)
@@ -230,6 +233,9 @@ class MemoryStore(Directory):
             for name in self.files():
                 if name_key(name) in keys:
                     continue
+                if any(name_key(item["name"]) == name_key(name) for item in chosen.skipped):
+                    kept.append(name)  # the snapshot left it out (too large to copy): not "made since"
+                    continue
                 try:
                     self.archive(name, reason=f"not in snapshot {snapshot_id} (rollback)")
                     retired.append(name)
@@ -257,10 +263,19 @@ class MemoryStore(Directory):
         if name_key(name) == name_key(INDEX_NAME):
             path = self._index_path() or self.memory_dir / name
         else:
-            path = self.memory_dir / self._existing_name(name)
+            path = self.memory_dir / self._on_disk_name(name)
         if os.path.lexists(path):
             check_regular(path, os.lstat(path).st_mode)
         return path
+
+    def _on_disk_name(self, name: str) -> str:
+        """`name`, or the name of the file there that it matches case and Unicode form aside.
+        A snapshot's name passed the rules for new names when it was taken: it is judged by
+        the path rule alone (its manifest's shape), as rules written since may refuse it."""
+        key = name_key(name)
+        with os.scandir(self.memory_dir) as entries:
+            matches = sorted(e.name for e in entries if name_key(e.name) == key)
+        return name if not matches or name in matches else matches[0]
 
     # -- search -----------------------------------------------------------------------------
 

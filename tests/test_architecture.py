@@ -234,7 +234,8 @@ PROMPT_HOOK = {
     "sagemem.search.retrieve", "sagemem.search.session", "sagemem.search.tokenize",
     "sagemem.store", "sagemem.store.command", "sagemem.store.config", "sagemem.store.errors",
     "sagemem.store.files", "sagemem.store.ledger", "sagemem.store.locking", "sagemem.store.log",
-    "sagemem.store.names", "sagemem.store.text",
+    "sagemem.store.names", "sagemem.store.secret_shapes", "sagemem.store.secrets", "sagemem.store.shape",
+    "sagemem.store.text",
 }  # fmt: skip
 SESSION_START = PROMPT_HOOK | {
     "sagemem.store.archive", "sagemem.store.directory", "sagemem.store.frontmatter",
@@ -266,6 +267,33 @@ def test_the_hook_loads_the_modules_it_loaded_before_and_no_more(warm: Path) -> 
     edit = {"file_path": str(warm / "project_x.md"), "old_string": "deploy", "new_string": "ship"}
     done = {"hook_event_name": "PostToolUse", "session_id": "s", "tool_name": "Edit", "tool_input": edit}
     assert loaded_by_hook(warm, done) == FILE_TOOL
+
+
+def test_a_file_tool_on_a_file_that_is_no_memory_loads_no_scanner(warm: Path) -> None:
+    """PreToolUse runs before every Write and Edit the agent makes: on a file that is no
+    memory it pays the prompt's modules and `native` (where Claude Code's folder is), and
+    never the secret scan, which runs only for a memory file."""
+    for path in (warm.parent / "src" / "main.py", warm.parent / "README.md"):
+        write = {"file_path": str(path), "content": "token ghp_" + "Q7w" * 12}
+        event = {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Write"}
+        code = hook_code({**event, "tool_input": write})
+        env = {**os.environ, "SAGEMEM_DIR": str(warm)}
+        done = loaded(code, (*modules(PACKAGE), "detect_secrets"), env)
+        assert set(done.stderr.split()) <= PROMPT_HOOK | {"sagemem.store.native"}, path
+
+
+def test_the_prompt_hook_that_indexes_a_file_itself_imports_no_scanner(warm: Path) -> None:
+    """A file changed since the index was built is read by the prompt hook within its deadline:
+    its secrets are looked for by the pattern pass, so detect-secrets is never imported on a
+    prompt; the snippet it injects is redacted all the same."""
+    token = "ghp_" + "Q7w" * 12
+    text = f"---\ndescription: 部署 deploy notes\n---\n\n上线前先部署预发 deploy {token}\n"
+    (warm / "project_x.md").write_text(text)
+    prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s3", "prompt": "怎么部署 deploy"}
+    env = {**os.environ, "SAGEMEM_DIR": str(warm)}
+    done = loaded(hook_code(prompt), ("detect_secrets", "sagemem.store.secrets"), env)
+    assert "project_x.md" in done.stdout and "[REDACTED by sagemem]" in done.stdout
+    assert token not in done.stdout and done.stderr.split() == ["sagemem.store.secrets"]
 
 
 def test_the_architecture_page_names_every_part_and_module() -> None:

@@ -41,9 +41,9 @@ class Counting:
     def __init__(self) -> None:
         self.names: list[str] = []
 
-    def __call__(self, name: str, data: bytes, mtime: float) -> Any:
+    def __call__(self, name: str, data: bytes, mtime: float, full: bool = True) -> Any:
         self.names.append(name)
-        return index_file(name, data, mtime)
+        return index_file(name, data, mtime, full)
 
 
 def opened(store: MemoryStore, **kwargs: Any) -> tuple[Corpus, list[str]]:
@@ -192,7 +192,11 @@ OPERATIONS = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(steps=OPERATIONS)
 def test_any_sequence_of_changes_leaves_the_index_a_fresh_build_would(
     tmp_path: Path, steps: list[Any]

@@ -68,7 +68,7 @@ def test_names_that_no_longer_exist_are_pruned(store: MemoryStore) -> None:
 
 def test_a_ledger_that_cannot_be_written_does_not_break_injection(store: MemoryStore, tmp_path: Path) -> None:
     store.create(type="project", name="deploy", description="how we deploy to production")
-    (store.state_dir / "access.json").mkdir()  # cannot be replaced by a file
+    (store.state_dir / "access.lock").mkdir()  # no lock, no write (a folder at access.json is set aside)
     injection = store.inject("how do we deploy to production")
     assert injection.text and "access_error" in injection.diagnostics
     store.inject("how do we deploy to production")
@@ -230,7 +230,8 @@ def test_damaged_lock_and_ledger_files(store: MemoryStore) -> None:
     assert (store.memory_dir / m.file).exists()
     (store.state_dir / "access.json").write_text("[not a ledger")
     store.record_use("read", [m.file])
-    assert (store.state_dir / "access.json.damaged").read_text() == "[not a ledger"
+    [aside] = store.state_dir.glob("access.json.damaged-*")
+    assert aside.read_text() == "[not a ledger"
     assert store.ledger()[m.file].read.count == 1
 
 

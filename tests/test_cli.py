@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -399,3 +400,63 @@ def test_bench_command_small() -> None:
     assert report["warm_inject_ratio"] > 0 and report["search"]["min"] <= report["search"]["median"]
     assert report["warm_hook"]["min"] <= report["warm_hook"]["median"] <= report["warm_hook"]["max"]
     assert report["bare_python"]["median"] > 0 and report["peak_rss_mb"]["hook"] > 0
+
+
+BAD = b"bad\xff".decode("utf-8", "surrogateescape")  # what the system makes of `$'bad\xff'`
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["update", "project_deploy.md", "--expected-version", "0" * 12, "--reason", BAD], "'--reason'"),
+        (["write", "project_deploy.md", "--expected-version", "0" * 12, "--reason", BAD], "'--reason'"),
+        (["update", "project_deploy.md", "--expected-version", "0" * 12, "--writer", BAD], "'--writer'"),
+        (["new", "--type", "project", "--name", BAD, "--description", "d", "--body", "b"], "'--name'"),
+        (["archive", "project_deploy.md", "--reason", BAD], "'--reason'"),
+        (["cite", "project_deploy.md", "--receipt", BAD], "'--receipt'"),
+        (["search", BAD], "'QUERY'"),
+        (["read", BAD], "'FILE'"),
+        (["snapshot", "create", "--label", BAD], "'--label'"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_a_usage_error_and_changes_nothing(
+    mem: str, args: list[str], option: str
+) -> None:
+    MemoryStore(Path(mem)).create(type="project", name="deploy", description="d", body="b")
+    folder = Path(mem)
+    before = {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and "locks" not in p.parts}
+    code, out, err = run(["--dir", mem, *args], "new content")
+    assert code == 2 and f"Invalid value for {option}: is not UTF-8 text (character 4" in err, err
+    assert "Traceback" not in err and "\udcff" not in err
+    after = {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and "locks" not in p.parts}
+    assert after == before
+
+
+def test_a_refusal_kept_from_any_caller_holds_text_every_reader_can_print(mem: str) -> None:
+    """The library is called with whatever a caller has: a lone surrogate in a writer's words
+    is kept as U+FFFD, and the queue still reads and prints."""
+    from sagemem import VersionConflict
+
+    store = MemoryStore(Path(mem))
+    memory = store.create(type="project", name="deploy", description="d", body="b")
+    with pytest.raises(VersionConflict) as refused:
+        store.update(memory.file, expected_version="0" * 64, reason=BAD, writer=BAD, description="e")
+    assert refused.value.kept
+    [kept] = store.conflicts()
+    assert kept.reason == kept.writer == "bad\ufffd"
+    code, out, _ = run(["--dir", mem, "conflicts", "--json"])
+    assert code == 0 and json.loads(out)[0]["reason"] == "bad\ufffd"
+
+
+def test_json_output_of_a_path_that_is_not_utf8(tmp_path: Path) -> None:
+    """A path is taken as the system gives it; JSON output spells it with escapes."""
+    folder = str(tmp_path / "x") + BAD
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "--dir", folder, "path", "--json"],
+        capture_output=True,
+        text=True,
+        errors="surrogateescape",
+        env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"},  # a UTF-8 terminal's stdout
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["memory_dir"] == folder

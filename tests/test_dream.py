@@ -778,3 +778,53 @@ def test_the_trigger_never_waits_on_a_fifo_nor_runs_a_planted_sagemem(
     child.wait(timeout=60)
     auto.started.clear()
     assert not marker.exists() and child.returncode == 1  # the real sagemem ran, and found no server
+
+
+TOKEN = "ghp_" + "Zx9" * 12
+
+
+def test_check_and_purge_secrets_reach_what_dream_runs_keep(store: MemoryStore) -> None:
+    """A run keeps memory text in three places besides the memories: its manifest, its report
+    and the bytes each change replaced. `check` scans them all, `purge-secrets` redacts them
+    all, and the run can still be rolled back (to the redacted bytes)."""
+    from sagemem.dream import record, report
+
+    path = store.memory_dir / "project_deploy.md"
+    path.write_text(path.read_text() + f"\nThe deploy token is {TOKEN}\n")
+    with serving(merge_script()) as server:
+        run = dream(store, apply=True, base_url=server.url, model="fake-model")["id"]
+    saved = record.load(store.state_dir, run)  # as a sagemem that recorded the model's words raw kept it
+    saved["summary"] = f"Merged; the token {TOKEN} was in it"
+    record.save(store.state_dir, saved)
+    report.write(store, saved)
+    found = {(f.check, f.file) for f in store.check().findings if f.check in ("secret", "secret-copy")}
+    assert ("secret-copy", f"dream run {run}: manifest") in found
+    assert ("secret", f"dream/{run}.md") in found  # beside the memories: committed with them
+    assert any(c == "secret-copy" and f.startswith(f"dream run {run}: bytes kept") for c, f in found)
+    changes = store.purge_secrets()
+    assert any(c.startswith(f"dream run {run}: manifest") for c in changes), changes
+    assert not [f for f in store.check().findings if f.check in ("secret", "secret-copy")]
+    kept = [p for p in (store.state_dir / "dream").rglob("*") if p.is_file()] + [store.memory_dir / "dream"]
+    assert all(TOKEN not in p.read_text("utf-8", "replace") for p in kept if p.is_file())
+    assert TOKEN not in (store.memory_dir / "dream" / f"{run}.md").read_text()
+    done = rollback(store, run)
+    assert "project_deploy.md" in done["restored"] and not done["conflicts"]
+    back = path.read_text()
+    assert TOKEN not in back and "[REDACTED by sagemem]" in back and "make deploy-prod" in back
+
+
+def test_a_manifest_naming_a_file_outside_the_memory_directory_is_no_manifest(store: MemoryStore) -> None:
+    """A rollback reads each file a change names, to hash it: a forged `../` name would have it
+    read outside the memory directory. Such a manifest is damaged: not listed, never undone."""
+    with serving(merge_script()) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    path = store.state_dir / "dream" / manifest["id"] / "manifest.json"
+    forged = json.loads(path.read_text())
+    forged["changes"][0]["file"] = "../outside.md"
+    path.write_text(json.dumps(forged))
+    before = files_of(store)
+    assert runs(store) == []
+    with pytest.raises(Exception, match="not a dream manifest.*changes\\[0\\].file"):
+        rollback(store, manifest["id"])
+    assert files_of(store) == before
+    assert [f.file for f in store.check().findings if f.check == "state-record"] == [str(path)]

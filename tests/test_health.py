@@ -190,3 +190,14 @@ def test_fix_goes_on_past_a_file_it_cannot_rewrite(tmp_path: Path) -> None:
     assert any(c.startswith("project_bad.md: not fixed") for c in changes)
     assert "project_ok.md: CRLF line endings converted to LF" in changes
     assert b"\r" not in (store.memory_dir / "project_ok.md").read_bytes()
+
+
+def test_check_names_a_type_that_write_refuses(store: MemoryStore) -> None:
+    text = "---\nname: typo\ndescription: a typo in its type\ntype: projet\n---\n\nx\n"
+    write_file(store, "project_typo.md", text)
+    found = [(f.check, f.file) for f in store.check().findings]
+    assert ("unknown-type", "project_typo.md") in found
+    done = CliRunner().invoke(cli, ["--dir", str(store.memory_dir), "check"], catch_exceptions=False)
+    assert done.exit_code == 1 and "unknown-type: project_typo.md: type 'projet' is none of" in done.stdout
+    with pytest.raises(Exception, match="type must be one of"):  # what `check` says `write` does
+        store.write("project_new.md", text, expected_version=None)

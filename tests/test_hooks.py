@@ -142,6 +142,7 @@ def test_sagemem_text_coming_back_as_a_prompt_is_not_a_question(project: Path) -
 def test_a_gemini_prompt_led_by_hook_context_still_gets_its_answer(project: Path) -> None:
     """Gemini CLI in `-p` mode puts the SessionStart context before the question, in
     `<hook_context>` blocks; sagemem's own text among them is not the question."""
+    MemoryStore(project / ".sagemem" / "memory").search("lease")  # indexed outside the hook's deadline
     start = hook(
         ["gemini", "SessionStart"],
         {**GEMINI_PROMPT, "hook_event_name": "SessionStart", "cwd": str(project), "source": "startup"},
@@ -296,3 +297,126 @@ def test_session_start_repairs_an_index_a_merge_left_behind(project: Path) -> No
     hook(["claude-code"], start, project)
     assert store.check_index().ok
     assert store.snapshots()[-1].label == "before index --rebuild"
+
+
+# -- secrets in what the agent's file tools write to memory -----------------------------------------
+
+TOKEN = "ghp_" + "Q7w" * 12  # a GitHub token's shape
+
+
+def claude_tool(home: Path, project: Path, fired: str, name: str, path: Path, **arguments: object) -> str:
+    """Claude Code's hook, its own folder (auto memory) under `home`, on one file tool event."""
+    event = {
+        "session_id": "w1",
+        "cwd": str(project),
+        "hook_event_name": fired,
+        "tool_name": name,
+        "tool_input": {"file_path": str(path), **arguments},
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "hook", "claude-code"],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env={**os.environ, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")},
+    )
+    assert done.returncode == 0 and done.stderr == ""
+    return done.stdout
+
+
+def denied(out: str) -> str:
+    decision = json.loads(out)["hookSpecificOutput"]
+    assert decision["hookEventName"] == "PreToolUse" and decision["permissionDecision"] == "deny"
+    return str(decision["permissionDecisionReason"])
+
+
+def written_by_cli(folder: Path, file: str, text: str) -> str:
+    """What `sagemem write` says when refusing `text` for `file` in `folder`."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "--dir", str(folder), "write", file],
+        input=text,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    return done.stderr.strip()
+
+
+def refused_as_write(reason: str, folder: Path, file: str, text: str) -> bool:
+    """The hook says what `sagemem write` says, and how to mark a line that is no secret."""
+    from sagemem.store.secrets import NOT_A_SECRET
+
+    said = written_by_cli(folder, file, text)
+    return NOT_A_SECRET in reason and reason in (said, f"{said}. {NOT_A_SECRET}")
+
+
+@pytest.fixture
+def auto_memory(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A project with no sagemem memory at all, and Claude Code's auto-memory folder for it."""
+    from sagemem.store.native import claude_slug
+
+    home, project = tmp_path / "home", tmp_path / "work" / "app"
+    project.mkdir(parents=True)
+    folder = home / ".claude" / "projects" / claude_slug(str(project)) / "memory"
+    folder.mkdir(parents=True)
+    return home, project, folder
+
+
+def test_claudes_write_of_a_secret_into_its_auto_memory_is_refused_as_write_refuses_it(
+    auto_memory: tuple[Path, Path, Path],
+) -> None:
+    home, project, folder = auto_memory
+    content = f"---\nname: ci\ndescription: the CI bot\ntype: reference\n---\n\nThe bot uses {TOKEN}.\n"
+    reason = denied(claude_tool(home, project, "PreToolUse", "Write", folder / "ci_bot.md", content=content))
+    assert refused_as_write(reason, folder, "ci_bot.md", content)
+    assert "ci_bot.md: line 7 looks like a GitHub token" in reason and TOKEN not in reason
+    index = f"- [CI bot](ci_bot.md) — token {TOKEN}\n"
+    assert "looks like a GitHub token" in denied(
+        claude_tool(home, project, "PreToolUse", "Write", folder / "MEMORY.md", content=index)
+    )
+    clean = content.replace(TOKEN, "the token in 1Password")
+    assert claude_tool(home, project, "PreToolUse", "Write", folder / "ci_bot.md", content=clean) == ""
+    assert not list(folder.iterdir())  # the hook wrote nothing
+    assert not list(home.rglob("conflicts/*.json"))  # and kept no conflict: it would hold the secret
+
+
+def test_an_edit_that_adds_a_secret_is_refused_and_one_that_keeps_an_old_one_is_not(project: Path) -> None:
+    memory = project / ".sagemem" / "memory" / "project_studio_opening.md"
+    assert tool(project, "PostToolUse", "Read", memory) == ""
+    reason = denied(
+        tool(
+            project, "PreToolUse", "Edit", memory, old_string="five years", new_string=f"five years ({TOKEN})"
+        )
+    )
+    assert refused_as_write(
+        reason,
+        memory.parent,
+        memory.name,
+        memory.read_text().replace("five years", f"five years ({TOKEN})", 1),
+    )
+    assert MemoryStore(memory.parent).conflicts() == []  # nothing kept: the record would hold it
+    edits = [
+        {"old_string": "five years", "new_string": "six years"},
+        {"old_string": "six", "new_string": f"six {TOKEN}"},
+    ]
+    assert "looks like a GitHub token" in denied(
+        tool(project, "PreToolUse", "MultiEdit", memory, edits=edits)
+    )
+    memory.write_text(memory.read_text() + f"\nold token: {TOKEN}\n")  # a person pasted it long ago
+    tool(project, "PostToolUse", "Read", memory)
+    assert tool(project, "PreToolUse", "Edit", memory, old_string="five years", new_string="six years") == ""
+
+
+def test_creating_a_memory_with_a_secret_is_the_one_creation_refused(project: Path) -> None:
+    folder = project / ".sagemem" / "memory"
+    content = "---\ndescription: db\n---\n\nDATABASE_URL=postgres://app:Zq8!rT5vLm2@db.internal/app\n"
+    reason = denied(tool(project, "PreToolUse", "Write", folder / "project_db.md", content=content))
+    assert refused_as_write(reason, folder, "project_db.md", content)
+    name = folder / f"reference_{TOKEN}.md"
+    reason = denied(tool(project, "PreToolUse", "Write", name, content="---\ndescription: x\n---\n"))
+    assert "looks like a GitHub token" in reason and TOKEN not in reason
+    assert tool(project, "PreToolUse", "Write", project / "src" / "notes.md", content=f"token {TOKEN}") == ""
+    assert (
+        tool(project, "PreToolUse", "Write", folder / "project_new.md", content="---\n---\nno secret\n") == ""
+    )

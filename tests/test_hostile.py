@@ -421,7 +421,7 @@ def test_a_damaged_conflict_record_hides_no_other(tmp_path: Path) -> None:
     listed = run(["conflicts", "--json"], clone)
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1
     findings = {(f.check, f.file) for f in store.check().findings}
-    assert ("unreadable", "conflict record 0000000000000000.json") in findings
+    assert ("state-record", str(state(clone) / "conflicts" / "0000000000000000.json")) in findings
     assert any(check == "secret-copy" for check, _ in findings)
     assert run(["purge-secrets"], clone).returncode == 0
     assert token not in json.dumps(store.conflicts()[0].to_dict())
@@ -473,3 +473,32 @@ def test_a_task_checkpoint_of_blank_lines_is_read_in_one_pass(tmp_path: Path) ->
         timeout=TIMEOUT,
     )
     assert "Task checkpoint: main" in done.stdout and '"shipped"' in done.stdout
+
+
+def test_a_link_for_the_adopted_state_folder_is_never_followed(tmp_path: Path) -> None:
+    """`~/.sagemem/adopted` holds sagemem's state for Claude Code's own folder; made a link,
+    it is refused like a linked state dir: nothing lands where it points, and `check` says so."""
+    from sagemem import MemorySet
+    from sagemem.store.native import claude_memory_dir
+
+    home = Path(os.environ["HOME"])
+    root = tmp_path / "proj"
+    project = MemoryStore(root / ".sagemem" / "memory")
+    project.init()
+    project.create(type="project", name="deploy", description="How we deploy to production", body="make it")
+    claude = claude_memory_dir(root, home, os.environ)
+    claude.mkdir(parents=True)
+    (claude / "user_cat.md").write_text("---\ndescription: the user's cat\ntype: user\n---\n\nSesame.\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link(home / ".sagemem" / "adopted", elsewhere)
+    memories = MemorySet.locate(cwd=root)
+    injection = memories.inject("what is my cat called?", session="s1")
+    assert "Sesame" in injection.text  # read all the same: only its state is refused
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(SagememError, match="symbolic link"):
+        memories.create(into="claude", type="user", name="dog", description="the user's dog", body="Rex.")
+    assert list(elsewhere.iterdir()) == []
+    checked = run(["check"], root)
+    assert f"state-link: claude:{home / '.sagemem' / 'adopted'}: is a symbolic link" in checked.stdout
+    assert list(elsewhere.iterdir()) == []

@@ -634,3 +634,72 @@ def test_a_setting_that_wins_over_the_projects_is_named(tmp_path: Path) -> None:
     assert done["notes"][0].startswith(
         f"Claude Code's auto memory is still on here (autoMemoryEnabled is true in {local}), despite"
     )
+
+
+# -- install's record may be forged: a project's state dir comes with its clone -----------------
+
+
+def _forge_folders(record_file: Path, settings: Path, folders: list[Path]) -> None:
+    record = json.loads(record_file.read_text())
+    record["created"][str(settings)]["folders"] = [str(f) for f in folders]
+    record_file.write_text(json.dumps(record))
+
+
+def test_a_forged_record_makes_uninstall_remove_no_folder_install_did_not_make(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    victim = tmp_path / "victim-empty"
+    victim.mkdir()
+    apply("claude-code", "project", add=True, cwd=project)
+    settings = project / ".claude" / "settings.json"
+    record = project / ".sagemem" / "memory" / ".sagemem" / "backups" / install.RECORD
+    _forge_folders(record, settings, [victim, settings.parent])
+    done = sagemem("uninstall", "claude-code", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert victim.is_dir() and "victim" not in done.stdout
+    assert not settings.exists() and settings.parent.is_dir()  # the list was no chain: no folder removed
+    # A chain from the file's own folder up: believed only below the project, which stays.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    apply("claude-code", "project", add=True, cwd=bare)  # no memory here: recorded in the cache dir
+    settings = bare / ".claude" / "settings.json"
+    _forge_folders(cache_backups() / install.RECORD, settings, [settings.parent, bare, tmp_path])
+    done = sagemem("uninstall", "claude-code", cwd=bare)
+    assert done.returncode == 0, done.stderr
+    assert not settings.parent.exists() and bare.is_dir() and tmp_path.is_dir()
+    assert f"removed the folder {settings.parent}" in done.stdout and f"folder {bare}:" not in done.stdout
+
+
+def test_install_record_never_makes_uninstall_remove_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config" / "claude"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    apply("claude-code", "user", add=True, cwd=tmp_path)
+    settings = config / "settings.json"
+    record = cache_backups() / install.RECORD
+    folders = json.loads(record.read_text())["created"][str(settings)]["folders"]
+    assert folders == [str(config), str(config.parent)]
+    monkeypatch.setenv("HOME", str(config.parent))  # a record naming the home folder: never removed
+    done = apply("claude-code", "user", add=False, cwd=tmp_path)
+    assert done["files"][0]["removed"] and not config.exists() and config.parent.is_dir()
+
+
+def test_what_else_a_forged_record_names_is_never_touched(tmp_path: Path) -> None:
+    """A setting to put back is looked up by the file being edited, and the backups' list is
+    never acted on: a record naming other files changes none of them."""
+    project = make_project(tmp_path / "proj")
+    apply("claude-code", "project", add=True, cwd=project)
+    elsewhere = tmp_path / "other" / ".claude" / "settings.json"
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_text('{"autoMemoryEnabled": false}')
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    record_file = project / ".sagemem" / "memory" / ".sagemem" / "backups" / install.RECORD
+    record = json.loads(record_file.read_text())
+    record["settings"] = {str(elsewhere): {"autoMemoryEnabled": {"was": True}}}
+    record["backups"] = {"20261201-000000-000000-claude-settings.json": str(victim), "../x": str(victim)}
+    record["created"][str(elsewhere)] = {"folders": [str(elsewhere.parent)]}
+    record_file.write_text(json.dumps(record))
+    done = sagemem("uninstall", "claude-code", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert elsewhere.read_text() == '{"autoMemoryEnabled": false}' and victim.read_text() == "mine"

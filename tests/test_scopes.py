@@ -99,7 +99,11 @@ def test_a_user_memory_is_found_inside_a_project(project: Path) -> None:
     assert not (claude_memory_dir(project, home(), os.environ) / ".sagemem").exists()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(split=st.lists(st.integers(min_value=0, max_value=2), min_size=len(DANCE), max_size=len(DANCE)))
 def test_splitting_a_directory_into_scopes_changes_no_score(
     tmp_path_factory: pytest.TempPathFactory, split: list[int]

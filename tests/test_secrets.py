@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sagemem.store import secrets
@@ -264,7 +264,50 @@ PLANTED = [
         "PyPI token",
     ),
     planted("artifactory", "artifactory: §\n", "AKCp8" + fake("af", 68), "Artifactory credential"),
+    # Once known misses: a password in a sentence, in a flag, in a table.
+    planted("prose", "The admin password is §, do not share it.\n", "Pw7&" + fake("pr", 8), "password"),
+    planted("mysql-flag", "mysql -u root -p§ app\n", "Tr0ub4dor3", "password"),
+    planted("table-row", "| password | § |\n", "hunter2Xy!", "password"),
+    planted(
+        "table-column",
+        "| env | user | password |\n|---|---|---|\n| prod | admin | § |\n",
+        "Zx9!" + fake("tc", 8),
+        "password",
+    ),
     planted("putty", "```\n§\n```\n", PUTTY, "private key"),
+    # Separators, labels and places once missed: `=>` and `:=` read as `=`, the table labels
+    # that the other label lists knew, a value on the line after its label.
+    planted("php-array", "'password' => '§',\n", "Xy9!" + fake("php", 8), "password"),
+    planted("go-assign", 'password := "§"\n', "Xy9!" + fake("go", 8), "password"),
+    planted("php-semicolon", "$password = '§';\n", "Xy9!" + fake("php2", 8), "password"),
+    planted("comparison", 'if "§" == password:\n', "Xy9!" + fake("cmp", 8), "password"),
+    planted("quoted-with-blanks", 'secret = "§"\n', "Pq8 zz Lm2 " + fake("qb", 6), "secret"),
+    planted("table-credentials", "| credentials | § |\n", "Xy9!" + fake("tcr", 8), "secret"),
+    planted("table-passcode", "| passcode | § |\n", "Xy9!" + fake("tpc", 8), "password"),
+    planted("table-pingju", "| 凭据 | § |\n", "Xy9!" + fake("tpj", 8), "secret"),
+    planted("table-miyao", "| 密匙 | § |\n", "Xy9!" + fake("tmy", 8), "secret"),
+    planted("passcode", "passcode: §\n", "Xy9!" + fake("pcd", 8), "password"),
+    planted("next-line", "db:\n  password:\n    §\n", "Xy9!" + fake("nl", 8), "password"),
+    planted("block-scalar", "password: |\n  §\n", "Xy9!" + fake("bs", 8), "password"),
+    planted("emphasis", "- **token**: **§**\n", fake("em", 24), "token"),
+    planted("prose-emphasis", "the password is **§**\n", "Xy9!" + fake("pe", 8), "password"),
+    planted(
+        "encrypted-pem-cut",
+        "§\n",
+        "\n".join(pem("encpem", "RSA PRIVATE KEY").split("\n")[:1])
+        + "\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,"
+        + fake("dek", 32, "0123456789ABCDEF")
+        + "\n\n"
+        + "\n".join(pem("encpem", "RSA PRIVATE KEY").split("\n")[1:4]),
+        "private key",
+    ),
+    planted(
+        "pgp-cut",
+        "§\n",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\nComment: backup of the signing key\n\n"
+        + "\n".join(pem("pgpcut", "X").split("\n")[1:4]),
+        "private key",
+    ),
 ]
 VALUES = [p.value for p in PLANTED]
 
@@ -287,6 +330,15 @@ def test_planted_secret_is_found_on_its_line(p: Planted) -> None:
     assert found[0].digest == secrets._digest(p.text[found[0].start : found[0].end])
 
 
+@pytest.mark.parametrize("p", PLANTED, ids=[p.name for p in PLANTED])
+def test_the_pattern_pass_finds_every_planted_secret_too(p: Planted) -> None:
+    """The prompt hook's pass, without detect-secrets: what it redacts in a file it indexes
+    itself is what a full scan would."""
+    every = secrets.scan_patterns(p.text)
+    found = [s for s in every if s.line == p.line and p.value in p.text[s.start : s.end]]
+    assert found, [(s.line, s.kind, p.text[s.start : s.end]) for s in every]
+
+
 def test_recall_on_the_planted_set() -> None:
     missed = [p.name for p in PLANTED if not covering(p)]
     print(f"recall: {len(PLANTED) - len(missed)}/{len(PLANTED)}; missed: {missed}")
@@ -295,12 +347,10 @@ def test_recall_on_the_planted_set() -> None:
 
 # What nothing here finds, kept honest: if one starts being found, move it to PLANTED.
 KNOWN_MISSES = [
-    "The admin password is Tr0ub4dor&3, do not share it.",  # prose, no label punctuation
-    "| prod | admin | Tr0ub4dor&3 |",  # a table cell
+    "| prod | admin | Tr0ub4dor&3 |",  # a table cell under no header
     "password: correct horse battery staple",  # an unquoted passphrase of plain words
     "password: sunshine",  # a password that is a plain word
     "pwd: ab12c",  # shorter than 6
-    "mysql -u root -pTr0ub4dor3 app",  # a flag's value
 ]
 
 
@@ -364,6 +414,54 @@ NOT_SECRETS = [
     "Authorization: Bearer <token>",
     "Authorization: Bearer $TOKEN",
     "password: hunter2  # pragma: allowlist secret",
+    # Names in code: types, dotted paths, identifiers made of words.
+    "token: AccessToken",
+    "password: SecretStr",
+    "def refresh(self, token: OAuthToken | None = None) -> None:",
+    "api_key: _AzureApiKeyT | None,",
+    "client_secret = self._client.client_secret",
+    "api_key = cfg.openaiApiKey",
+    "clientSecret: process.env.CLIENT_SECRET!",
+    "secret: SecretString,",
+    "keep_old_secret_active_for_24_hours: keep_old_secret_active_for_24_hours,",
+    "private_key: Ed25519PrivateKey | Ed448PrivateKey",
+    "credentials: AsyncCredentials,",
+    "_X509_SUBJECT_TOKEN_TYPE = _X509_SUBJECT_TOKEN_TYPE",
+    # Labels that name something about a secret, or another kind of token.
+    "tokenizer: cl100k_base",
+    "token_type: bearer",
+    "secret_name: prod-db-creds-v2",
+    "secretName: tls-cert-2024",
+    "db_password_rotation: every-90-days",
+    "token_endpoint: /oauth/token",
+    "aws_credentials_provider: AwsCredentialsProvider",
+    "token_hash: sha256 of the token, hex",
+    "max_tokens_per_1_minute: 150000",
+    "next_page_token: CiAKGjBpNDd2Nmp2Zml2cXRicnNrcGxwdm1iaQ",
+    "curl https://api.example.com/v1/items?page_token=CiAKGjBpNDd2Nmp2Zml2cXRicnNrcGxwdm1iaQ",
+    "continuation token: eyJwYWdlIjoyLCJzaXplIjo1MH0",
+    "密钥长度：2048bit",
+    "密钥版本为 v2-2024q3",
+    # Slugs, paths and references, after labels that name a secret.
+    "Tokens: tiktoken-0.7",
+    "secret: k8s/prod-db",
+    "S3 key: uploads/2024/03/report.pdf",
+    "| Admin password | Vault:kv/admin |",
+    "| Token | Scope |\n|---|---|\n| ci-deploy-2024 | repo |",
+    "docker build --secret id=npmrc,src=$HOME/.npmrc .",
+    'TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"',
+    "cvs -d :pserver:anoncvs@cvs.example.org:/cvs/src login",
+    'url = "https://jo%40email.com:a%20secret@www.example.com"',
+    # Words with digits in a sentence, and names that look like vendors' tokens.
+    "The token is RS256-signed.",
+    "The OTP secret is base32 (RFC 4648).",
+    "The secret to fast builds is sccache+S3.",
+    "See the xoxb-token-rotation-runbook page before rotating.",
+    "We use xoxe.xoxp-refresh-flow-notes from the wiki.",
+    "The dp.st.prod-config-sync-service-account-v2 name is the Doppler service token's name.",
+    # Emphasis that closes after a plain word, and a quoted phrase of words.
+    "- It counts as **0 if fewer than 2 tokens are shared**.",
+    '    "OpenAI Token": "OpenAI API key",',
 ]
 
 
@@ -379,6 +477,16 @@ def test_the_negative_set_is_large() -> None:
 def test_memory_fixtures_hold_no_secret() -> None:
     for path in sorted((ROOT / "fixtures").rglob("*.md")):
         assert scan(path.read_text(encoding="utf-8")) == [], path
+
+
+@pytest.mark.parametrize("alphabet", [ALNUM, ALNUM + "-_", string.ascii_letters, HEX, B64])
+def test_random_values_after_a_label_are_still_found(alphabet: str) -> None:
+    """The rules that drop names in code (`AccessToken`) must not drop what a generator makes:
+    of random values after a label, almost all are found (a fixed seed: the count is exact)."""
+    rng = random.Random(alphabet)
+    values = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(8, 41))) for _ in range(400)]
+    missed = [v for v in values if not scan(f"password: {v}") or not scan(f'api_key = "{v}"')]
+    assert len(missed) <= 400 * 5 // 100, missed[:10]
 
 
 # --- spans, lines, digests -----------------------------------------------------------------
@@ -484,10 +592,23 @@ def notes(draw: st.DrawFn) -> str:
     return "".join(part + draw(separators) for part in parts)
 
 
+GLUED = PUTTY + next(p.value for p in PLANTED if p.name == "openai-proj")  # a key after `Private-MAC: <hex>`
+
+
 @given(notes())
+@example(GLUED)
 @settings(max_examples=300, deadline=None)
 def test_redaction_leaves_no_secret(text: str) -> None:
     assert scan(redact(text)) == []
+
+
+@pytest.mark.parametrize("scanner", [scan, secrets.scan_patterns])
+def test_a_secret_glued_to_another_is_redacted_with_it(scanner: Any) -> None:
+    """Redaction must not leave half a run of token characters: `Private-MAC: <hex>sk-proj-...`
+    is one run, and the key block that ends inside it takes in the rest."""
+    found = scanner(GLUED)
+    assert len(found) == 1 and GLUED[found[0].start : found[0].end].endswith(GLUED[-20:])
+    assert scanner(redact(GLUED, found)) == []
 
 
 @given(notes())
@@ -555,7 +676,7 @@ def test_each_plugin_finds_what_its_analyze_string_finds(line: str) -> None:
 
     classes = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
     classes = [c for c in classes if c.__name__ not in secrets._LEFT_OUT]
-    for cls, detector in zip(classes, secrets._detectors()[0], strict=False):  # built in this order, first
+    for cls, detector in zip(classes, secrets._detectors(True), strict=False):  # built in this order, first
         plugin = cls()
         assert detector.kind == secrets._KINDS.get(plugin.secret_type, plugin.secret_type)
         if isinstance(plugin, KeywordDetector):
@@ -565,15 +686,46 @@ def test_each_plugin_finds_what_its_analyze_string_finds(line: str) -> None:
         assert {line[s:e] for s, e in detector.find(line)} == set(theirs) - {""}, cls.__name__
 
 
+DENYLIST = ["api_key", "apikey", "auth_key", "service_key", "account_key", "db_key", "database_key"]
+DENYLIST += ["priv_key", "private_key", "client_key", "db_pass", "database_pass", "key_pass", "password"]
+DENYLIST += ["passwd", "pwd", "secret", "contraseña", "contrasena", "PASSWORD", "Secret", "ApiKey"]
+plain_values = st.text(alphabet=ALNUM + "!#%&*+-./:=?@^_~$", min_size=1, max_size=24)
+labelled_lines = st.builds(
+    "{}{}{}{}{}{}{}{}".format,
+    st.sampled_from(["", "DB_", "my", "app.", '"', "  - ", "export "]),
+    st.sampled_from(DENYLIST),
+    st.sampled_from(["", "_PROD", "Value", "_2", '"', "']", "]"]),
+    st.sampled_from([":", ": ", " = ", "=", "==", " != ", "===", ":=", " := ", "=>", " => ", ":\t"]),
+    st.shared(st.sampled_from(["", '"', "'", "`"]), key="quote"),
+    st.one_of(
+        st.sampled_from([v for v in VALUES if "\n" not in v] + ["Pq8 zz Lm2 kk", "ask Dana", "hunter2"]),
+        plain_values,
+        st.lists(plain_values, min_size=1, max_size=4).map(" ".join),
+    ),
+    st.shared(st.sampled_from(["", '"', "'", "`"]), key="quote"),
+    st.sampled_from(["", ",", ";", " # note", ")", " and more", "  "]),
+)
+LABEL_KINDS = {"secret", "password", "API key", "token", "AWS secret access key", "key"}
+
+
+@given(labelled_lines)
+@settings(max_examples=500, deadline=None)
+def test_the_pattern_pass_finds_what_detect_secrets_keyword_rule_finds(line: str) -> None:
+    """What the full scan adds to the pattern pass in practice is detect-secrets' keyword rule
+    (its token patterns find the same tokens as our shapes): after a label, quoted or not, with
+    any of its separators, the pattern pass finds every value it finds, where it finds it."""
+    full = {(s.start, s.end) for s in scan(line) if s.kind in LABEL_KINDS}
+    assert full <= {(s.start, s.end) for s in secrets.scan_patterns(line)}
+
+
 # --- the gates: reading only the marked lines loses nothing ---------------------------------
 
 
 @contextmanager
 def ungated() -> Iterator[None]:
-    """Every detector reads every line."""
-    detectors, keep = secrets._detectors()
+    """Every detector reads every line: no needle, no separator, no long run asked of it."""
     real = secrets._detectors
-    secrets._detectors = lambda: (tuple(d._replace(gate=None) for d in detectors), keep)  # type: ignore[assignment]
+    secrets._detectors = lambda full: tuple(d._replace(gate=None, needs=()) for d in real(full))  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -582,11 +734,11 @@ def ungated() -> Iterator[None]:
 
 def test_every_detector_has_a_gate() -> None:
     """What makes a 512 KiB file cheap: no detector reads every line."""
-    detectors, _ = secrets._detectors()
+    detectors = secrets._detectors(True)
     assert all(d.gate for d in detectors), [d.kind for d in detectors if not d.gate]
 
 
-NEEDLES = sorted({needle for d in secrets._detectors()[0] for needle, _ in d.gate or ()})
+NEEDLES = sorted({needle for d in secrets._detectors(True) for needle, _ in d.gate or ()})
 fragments = st.one_of(
     st.sampled_from(NEEDLES),
     st.sampled_from(NEEDLES).map(str.upper),
@@ -657,17 +809,32 @@ def test_scanning_touches_neither_network_nor_disk(tmp_path: Path, monkeypatch: 
 
 
 def test_the_module_imports_nothing_heavy_until_it_scans() -> None:
-    source = ROOT / "sagemem" / "store" / "secrets.py"
+    """Nor does the pattern pass, which the prompt hook runs: only a full scan loads detect-secrets."""
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('s', {str(source)!r})\n"
-        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "import sys\n"
+        "import sagemem.store.secrets as m\n"
         "names = {'detect_secrets', 'yaml', 'click', 'jieba'}\n"
         "heavy = lambda: sorted({n.split('.')[0] for n in sys.modules} & names)\n"
-        "print(heavy()); m.scan('password: hunter2'); print(heavy())\n"
+        "print(heavy()); m.scan_patterns('password: hunter2'); print(heavy())\n"
+        "m.scan('password: hunter2'); print(heavy())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["[]", "['detect_secrets']"]
+    assert out.splitlines() == ["[]", "[]", "['detect_secrets']"]
+
+
+def test_a_full_scan_leaves_pythons_warnings_as_they_were() -> None:
+    """Importing detect-secrets captures warnings into logging, which silenced sagemem's own
+    (a memory saved without its index line printed plain success): the scan undoes it."""
+    code = (
+        "import warnings\n"
+        "shown = warnings.showwarning\n"
+        "from sagemem.store.secrets import scan\n"
+        "scan('password: hunter2x')\n"
+        "print(warnings.showwarning is shown)\n"
+        "warnings.warn('still heard')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "True\n" and "UserWarning: still heard" in done.stderr
 
 
 def test_two_tokens_a_blank_apart_are_two_secrets() -> None:

@@ -6,9 +6,11 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from sagemem import MemoryStore
 from sagemem.care.snapshot import SnapshotInvalid
+from sagemem.cli import cli
 
 from .conftest import write_file
 
@@ -163,3 +165,63 @@ def test_a_rollback_that_cannot_write_a_file_writes_none(filled: MemoryStore, tm
         filled.rollback(made.id)
     assert (filled.memory_dir / "project_a.md").read_text() == "---\ndescription: edited\n---\n"
     assert elsewhere.read_text() == "not a memory"
+
+
+def test_a_file_too_large_to_copy_is_left_out_and_stops_no_bulk_change(filled: MemoryStore) -> None:
+    huge = write_file(filled, "project_huge.md", "---\ndescription: huge\n---\n" + "x" * (4 << 20) + "\n")
+    write_file(filled, "project_unlisted.md", "---\ndescription: not in the index yet\ntype: project\n---\n")
+    memory = str(filled.memory_dir)
+    made = CliRunner().invoke(cli, ["--dir", memory, "snapshot", "create"], catch_exceptions=False)
+    assert made.exit_code == 0 and "left out: project_huge.md file is larger than 4 MiB" in made.stdout
+    snap = filled.snapshots()[-1]
+    assert [s["name"] for s in snap.skipped] == ["project_huge.md"]
+    copied = {f["name"] for f in snap.files}
+    assert "project_huge.md" not in copied and "project_a.md" in copied
+    rebuilt = CliRunner().invoke(cli, ["--dir", memory, "index", "--rebuild"], catch_exceptions=False)
+    assert rebuilt.exit_code == 0, rebuilt.stderr
+    assert "project_unlisted.md" in (filled.memory_dir / "MEMORY.md").read_text()
+    write_file(filled, "reference_crlf.md", b"---\r\ndescription: crlf\r\ntype: reference\r\n---\r\n")
+    fixed = CliRunner().invoke(cli, ["--dir", memory, "check", "--fix"], catch_exceptions=False)
+    assert "fixed: reference_crlf.md: CRLF line endings converted to LF" in fixed.stdout, fixed.stderr
+    assert "unreadable: project_huge.md" in fixed.stdout  # still named: it is no memory
+    outcome = filled.rollback(snap.id, scope="all")
+    assert "project_huge.md" in outcome["kept"] and huge.exists()  # not "made since": left where it is
+
+
+# A name `new` and `write` accepted before the secret rule refused it: the records that keep
+# it are judged by the path rule alone, so they stay usable.
+OLDER_NAME = "project_token=abcdef1234567890abcd.md"
+OLDER_TEXT = "---\ndescription: the old token note\n---\n\nRotated since.\n"
+
+
+def test_a_snapshot_holding_a_name_refused_since_is_listed_and_rolled_back(filled: MemoryStore) -> None:
+    from sagemem.care import snapshot as snapshot_module
+    from sagemem.store.errors import InvalidName
+    from sagemem.store.names import check_name
+
+    with pytest.raises(InvalidName):
+        check_name(OLDER_NAME)
+    write_file(filled, OLDER_NAME, OLDER_TEXT)  # as it was when the snapshot was taken
+    taken = snapshot_module.create(filled.memory_dir, filled.state_dir, [*filled.files(), OLDER_NAME])
+    (filled.memory_dir / OLDER_NAME).unlink()
+    assert [s.id for s in filled.snapshots()] == [taken.id]
+    assert filled.check().ok  # its manifest is sound: no state-record finding
+    done = filled.rollback(taken.id)
+    assert OLDER_NAME in done["restored"]
+    assert (filled.memory_dir / OLDER_NAME).read_text() == OLDER_TEXT
+
+
+def test_the_ledger_and_a_conflict_record_keep_a_name_refused_since(filled: MemoryStore) -> None:
+    from sagemem.store import guard
+
+    write_file(filled, OLDER_NAME, OLDER_TEXT)
+    (filled.state_dir / "access.json").write_text(
+        json.dumps({"files": {OLDER_NAME: {"read": {"last": 1_790_000_000, "count": 2}}}})
+    )
+    assert filled.ledger()[OLDER_NAME].read.count == 2
+    refused = guard.record_refusal(
+        filled.memory_dir / OLDER_NAME, "0" * 64, b"new", filled.state_dir, "editor", "a stale edit"
+    )
+    assert [c.id for c in filled.conflicts()] == [refused.conflict_id]
+    state = [f for f in filled.check().findings if f.check == "state-record"]
+    assert state == []

@@ -297,6 +297,28 @@ def test_conflicts_are_listed_and_resolved(client: Client, store: MemoryStore) -
     assert client.get("/api/overview")[1]["conflicts"] == 0
 
 
+def test_a_forged_state_record_breaks_no_page(client: Client, store: MemoryStore) -> None:
+    """One forged conflict record, one forged ledger: every page answers, the health page
+    names both, and asking for the forged conflict itself is a clear refusal."""
+    current = store.read("project_studio_opening.md")
+    (store.memory_dir / "project_studio_opening.md").write_text(current.text + "\nedited by hand\n")
+    refused = client.post(
+        "/api/save", {"file": "project_studio_opening.md", "text": MINE, "expected_version": current.version}
+    )[1]
+    real = store.state_dir / "conflicts" / f"{refused['conflict_id']}.json"
+    forged = {**json.loads(real.read_text()), "id": "0123456789abcdef", "created": 1}
+    (real.parent / "0123456789abcdef.json").write_text(json.dumps(forged))
+    (store.state_dir / "access.json").write_text(json.dumps({"files": []}))
+    for path in ("/api/overview", "/api/health", "/api/conflicts", "/api/candidates", "/api/snapshots"):
+        assert client.get(path)[0] == 200, path
+    status, data = client.get("/api/conflicts")
+    assert [c["id"] for c in data["conflicts"]] == [refused["conflict_id"]]
+    flagged = {f["file"] for f in client.get("/api/health")[1]["findings"] if f["check"] == "state-record"}
+    assert flagged == {str(real.parent / "0123456789abcdef.json"), str(store.state_dir / "access.json")}
+    status, data = client.post("/api/conflicts/resolve", {"id": "0123456789abcdef", "keep": "proposed"})
+    assert status == 400 and "conflict record is damaged (created: is a number, not text)" in data["error"]
+
+
 def test_bad_requests_are_refused_clearly(client: Client) -> None:
     status, data, _ = client.call("POST", "/api/archive", b"not json")
     assert status == 400 and "JSON" in data["error"]

@@ -59,13 +59,21 @@ def main(argv: list[str], *, memory_dir: str | None = None, state_dir: str | Non
     if raw is None:
         _log(None, f"{harness} {event or ''}: event over {MAX_EVENT_BYTES >> 20} MiB; nothing injected")
         return 0
-    output = handle(harness, event, raw, memory_dir=memory_dir, state_dir=state_dir)
+    later: list[tuple[Path, Path, Path]] = []
+    output = handle(harness, event, raw, memory_dir=memory_dir, state_dir=state_dir, later=later)
     if output is not None:
         try:
             sys.stdout.buffer.write(json.dumps(output, ensure_ascii=False).encode("utf-8"))
             sys.stdout.buffer.flush()
         except (OSError, AttributeError, ValueError):
             pass  # the harness closed the pipe (a timeout): nothing left to do
+    if later:  # answered: now the full scan of what the pattern pass alone has read
+        try:
+            from ..search.corpus import full_scan_later
+
+            full_scan_later(later)
+        except Exception as exc:  # noqa: BLE001 - the next command scans them as well
+            _log(later[0][1], f"{harness}: full scan not started: {type(exc).__name__}: {exc}")
     return 0
 
 
@@ -108,8 +116,11 @@ def handle(
     memory_dir: str | None = None,
     state_dir: str | None = None,
     env: Mapping[str, str] | None = None,
+    later: list[tuple[Path, Path, Path]] | None = None,
 ) -> dict[str, Any] | None:
-    """The hook's output for one event, or None for "say nothing". Never raises."""
+    """The hook's output for one event, or None for "say nothing". Never raises. Into `later`
+    go the indexes (memory dir, state dir, index file) holding files that only the pattern
+    pass has read, for the caller to have scanned fully once it has answered."""
     state: Path | None = None
     started = time.monotonic()
     try:
@@ -128,12 +139,16 @@ def handle(
         found = locate_scopes(memory_dir, state_dir, env=env, cwd=cwd)
         state = found[0].state_dir
         scopes = [scope for scope in found if scope.memory_dir.is_dir()]
+        if fired in TOOL_EVENTS and harness == "dsh":  # dsh's own file tools are not Claude Code's
+            return None
+        if fired == "PreToolUse":
+            refused = _secret_screen(data, found, env)
+            if refused is not None:
+                return refused
         if not scopes:
             return None  # no memory here: nothing to say, nothing wrong
         session = str(data["session_id"]) if data.get("session_id") else None
         if fired in TOOL_EVENTS:
-            if harness == "dsh":  # dsh's own file tools are not Claude Code's: no guard there
-                return None
             return _file_tool(harness, fired, data, scopes, session)
         care: list[tuple[str, str]] = []
         rules = None
@@ -159,6 +174,8 @@ def handle(
             deadline=started + INDEX_SECONDS,
             rules=rules,
         )
+        if later is not None:
+            later += injection.unscanned
         if not injection.text:
             return None
         return {"hookSpecificOutput": {"hookEventName": fired, "additionalContext": injection.text}}
@@ -264,9 +281,11 @@ def _file_tool(
     After a Write or Edit, the new version counts as seen and the index line follows it.
     Every scope is guarded (Claude Code's own memory folder too); the session's record of
     what it read is in the first scope's state, and each refusal in its own scope's queue.
+    (Before this guard, `_secret_screen` has refused a write that adds a secret.)
     """
     tool = str(data.get("tool_name") or "")
-    arguments = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
+    given = data.get("tool_input")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
     scope, file = None, None
     for candidate in scopes:
@@ -329,11 +348,114 @@ def _file_tool(
         f"{harness} session {session}",
         f"{tool} refused: the file {why}",
     )
-    reason = (
+    return _deny(
         f"sagemem: {file} {why} (by a person, another agent or git). Read it again and redo the "
         f"change on what it says now. Your attempt is kept as conflict {conflict.conflict_id} "
         f"(`sagemem conflicts show {conflict.conflict_id}`)."
     )
+
+
+def _secret_screen(
+    data: dict[str, Any], found: list[Scope], env: Mapping[str, str] | None
+) -> dict[str, Any] | None:
+    """Before a Write, Edit or MultiEdit of a memory file, in a memory folder (a scope's, any
+    project's `.sagemem/memory`, or Claude Code's own auto memory, whose files, MEMORY.md first,
+    it puts into its prompts): the call is denied when it adds a likely secret, with the message
+    `sagemem write` gives (the file's name too, when the name holds one), or when the file would
+    be larger than a memory file may be (it could not be screened in time, and sagemem would not
+    read it). A file reached through a link is screened as what the link points at, which is
+    what the tool writes. These are the only refusals of a new memory file; nothing is
+    recorded, as the record would keep the secret. Any other call, and any failure, lets the
+    tool run."""
+    tool = str(data.get("tool_name") or "")
+    given = data.get("tool_input")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+    raw = arguments.get("file_path")
+    if tool not in WRITE_TOOLS or not isinstance(raw, str) or not raw.lower().endswith(".md"):
+        return None
+    path = Path(raw)
+    cwd = data.get("cwd")
+    if not path.is_absolute() and isinstance(cwd, str) and cwd:
+        path = Path(cwd) / path
+    folder = _memory_folder(path.parent, found, env)
+    if folder is None:
+        return None
+    from ..store.directory import Directory
+    from ..store.errors import InvalidMemory, InvalidName
+    from ..store.files import MAX_FILE_BYTES
+    from ..store.names import check_name, secret_in_name
+
+    if secret_in_name(path.name) is not None:
+        try:
+            check_name(path.name)
+        except InvalidName as exc:
+            return _deny(f"sagemem: {exc}")
+    try:
+        current = _current(path)
+    except InvalidMemory as exc:
+        return _deny(f"sagemem: {exc}; more than a memory file may hold: keep it shorter, or split it")
+    proposed = _proposed(tool, arguments, "" if current is None else current.decode("utf-8", "replace"))
+    if proposed is None:
+        return None
+    size = len(proposed.encode("utf-8", "surrogatepass"))
+    if size > MAX_FILE_BYTES:
+        limit = f"{MAX_FILE_BYTES // 1024} KiB"
+        return _deny(
+            f"sagemem: {path.name}: content is larger than {limit} ({size} bytes), more than a memory "
+            "file may hold: keep it shorter, or split it"
+        )
+    target = path.resolve() if path.is_symlink() else path
+    try:
+        Directory(target.parent).refuse_new_secrets(target.name, proposed)
+    except InvalidMemory as exc:
+        from ..store.secrets import NOT_A_SECRET
+
+        said = str(exc)  # `sagemem write`'s words, and how to mark a line that is no secret
+        return _deny(f"sagemem: {said}" if NOT_A_SECRET in said else f"sagemem: {said}. {NOT_A_SECRET}")
+    return None
+
+
+def _current(path: Path) -> bytes | None:
+    """The bytes a Write or Edit of `path` replaces: through a link, those of the regular file
+    it points at; None when there is none. `InvalidMemory` for one over the size cap; one that
+    is no regular file (a device, a FIFO) reads as none, never waited on."""
+    from ..store.errors import InvalidMemory, MemoryNotFound
+    from ..store.files import read_bytes
+
+    try:
+        return read_bytes(path.resolve() if path.is_symlink() else path)
+    except MemoryNotFound:
+        return None
+    except InvalidMemory as exc:
+        if "larger than" in str(exc):
+            raise
+        return None
+
+
+def _memory_folder(folder: Path, found: list[Scope], env: Mapping[str, str] | None) -> Path | None:
+    """`folder` if it is a memory folder: one of the scopes' (made yet or not), any project's
+    (`<project>/.sagemem/memory`, wherever the session runs), or Claude Code's auto memory for
+    any project (`<Claude's folder>/projects/<slug>/memory`)."""
+    from ..store.config import PROJECT_DIR
+    from ..store.native import claude_home
+
+    environment = os.environ if env is None else env
+    try:
+        here = folder.resolve()
+        if any(here == scope.memory_dir.resolve() for scope in found):
+            return folder
+        if here.parts[-len(PROJECT_DIR.parts) :] == PROJECT_DIR.parts:
+            return folder
+        if here.name != "memory" or here.parent.parent.name != "projects":
+            return None
+        home = Path(environment["HOME"]) if environment.get("HOME") else Path.home()
+        projects = (claude_home(home, environment) / "projects").resolve()
+        return folder if here.parent.parent == projects else None
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def _deny(reason: str) -> dict[str, Any]:
     return {
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",

@@ -28,9 +28,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..store import shape
 from ..store.command import command_line, sagemem_command
-from ..store.errors import SagememError, SagememWarning, UnsafePath
-from ..store.files import read_config, read_state, safe_folder, write_atomic
+from ..store.errors import SagememError, SagememWarning
+from ..store.files import read_config, safe_folder, write_atomic
+from ..store.locking import exclusive
 
 # harness -> (project file, user file, {event: (matcher or None, timeout)})
 TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
@@ -59,7 +61,18 @@ TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
 }
 BACKUPS = "backups"
 RECORD = "install-record.json"  # in the backup folder: the files install created
+RECORD_LOCK = "install-record.lock"
+RECORD_LOCK_TIMEOUT = 10.0
 MAX_RECORD_BYTES = 256 * 1024
+# The record's parts: {"created": {file: {"folders": [...]}}, "settings": {file: {key: {"was": value}
+# or {}}}, "backups": {copy: file}}.
+# Paths are any text: the record is ASCII JSON, and a path may hold bytes that are not UTF-8.
+_PATHS = shape.each(shape.any_text)
+_RECORD_PARTS = {
+    "created": shape.table(shape.obj({}, {"folders": _PATHS}), key=shape.any_text),
+    "settings": shape.table(shape.table(shape.obj({})), key=shape.any_text),
+    "backups": shape.table(shape.any_text, key=shape.any_text),
+}
 CODEX_TRUST_NOTE = (
     "trust sagemem's hooks in Codex: start `codex`, type /hooks and trust them (Codex runs a new or"
     " changed hook only once you have; `sagemem doctor` checks it). A Codex build from before hooks"
@@ -169,7 +182,8 @@ def apply(
     if own_project:
         files.append((cwd / ".mcp.json", lambda data: _mcp(data, add)))
     inside = cwd if scope == "project" else None  # a project's files came with its clone
-    edits = [_plan(target, change, add, backups, inside) for target, change in files]  # all checked first
+    # Every file is checked before any is written.
+    edits = [_plan(target, change, add, backups, inside, home.resolve()) for target, change in files]
     # The memories are imported before Claude Code's auto memory is turned off: a failure
     # there leaves every setting as it was.
     imported = adopt.Import(cwd, home, environ, into=into) if add and memory == "sagemem" else None
@@ -229,11 +243,19 @@ class _Edit(NamedTuple):
     created_by_us: list[Path] | None  # the folders install made for it, if it made the file
 
 
-def _plan(path: Path, change: Change, add: bool, backups: Backups, inside: Path | None = None) -> _Edit:
+def _plan(
+    path: Path,
+    change: Change,
+    add: bool,
+    backups: Backups,
+    inside: Path | None = None,
+    home: Path | None = None,
+) -> _Edit:
     """Apply `change` to the JSON object in `path`, in memory. On uninstall, a file install
-    created that is left as `{}` is to be removed instead. A link is written through (a
-    dotfiles link stays a link), but with `inside` (a project) only to a file in it: a
-    project's settings come with its clone, and a link there could aim anywhere."""
+    created that is left as `{}` is to be removed instead (with the folders it made for it,
+    none of them `home` or above). A link is written through (a dotfiles link stays a link),
+    but with `inside` (a project) only to a file in it: a project's settings come with its
+    clone, and a link there could aim anywhere."""
     shown = path
     path = _real(path)
     if inside is not None and not path.is_relative_to(inside.resolve()):
@@ -262,7 +284,9 @@ def _plan(path: Path, change: Change, add: bool, backups: Backups, inside: Path 
             )
     changes = change(data)
     outcome = {"path": str(shown), "changes": changes, "backup": None, "created": False, "removed": False}
-    created_by_us = None if not changes or add or data or original is None else backups.created(path)
+    created_by_us = None
+    if changes and not add and not data and original is not None:
+        created_by_us = backups.created(path, inside=inside.resolve() if inside else None, home=home)
     if created_by_us is not None:
         changes.append("removed the file: install created it and nothing is left in it")
         outcome["removed"] = True
@@ -338,12 +362,20 @@ class Backups:
         )
         return copy
 
-    def created(self, path: Path) -> list[Path] | None:
-        """The folders install made for `path` (deepest first), if install created it."""
+    def created(
+        self, path: Path, *, inside: Path | None = None, home: Path | None = None
+    ) -> list[Path] | None:
+        """The folders install made for `path` (deepest first), if install created it.
+
+        A project's record comes with its clone, so it may be forged: of the folders it
+        names, only those install could have made are believed, the ones that hold `path`,
+        from its own folder up, each the parent of the one before; never `inside` (the
+        project, which was there before install) or a folder above it, never one that holds
+        `home`. The first that is not such a folder ends the list."""
         for place in self.places:
             entry = self._record(place).get("created", {}).get(str(path))
             if isinstance(entry, dict):
-                return [Path(f) for f in entry.get("folders", []) if isinstance(f, str)]
+                return _own_folders(path, entry.get("folders", []), inside, home)
         return None
 
     def remember(self, path: Path, folders: list[Path]) -> None:
@@ -391,33 +423,66 @@ class Backups:
         return folder
 
     def _record(self, place: Path) -> dict[str, Any]:
+        """The record in `place`, each of its parts of the shape install writes; a part that
+        does not fit (a state dir may come with a clone) reads as empty."""
+        return self._read(place)[0]
+
+    def _read(self, place: Path) -> tuple[dict[str, Any], str]:
+        """The record's sound parts, and what was wrong with the rest ("" when nothing)."""
         try:
-            raw = read_state(place / RECORD, MAX_RECORD_BYTES)
-            record = json.loads(raw) if raw else {}
-        except (OSError, SagememError, ValueError):
-            return {}
-        return record if isinstance(record, dict) and isinstance(record.get("created", {}), dict) else {}
+            found = shape.load(place / RECORD, MAX_RECORD_BYTES, shape.obj({}))
+        except shape.Damaged as exc:
+            return {}, exc.why
+        record, wrong = dict(found or {}), []
+        for key, check in _RECORD_PARTS.items():
+            why = shape.problem(record.get(key, {}), check, where=key)
+            if why:
+                record.pop(key)
+                wrong.append(why)
+        return record, "; ".join(wrong)
 
     def _update(self, place: Path, edit: Callable[[dict[str, Any]], object]) -> None:
-        """Edit the record in `place`; a record that cannot be written costs a warning (the
-        settings change is made by then), never the command."""
+        """Edit the record in `place`, under its lock (two installs at once must not set aside
+        each other's sound record); a record that cannot be written costs a warning (the
+        settings change is made by then), never the command. A damaged record is set aside
+        first (`install-record.json.damaged-<time>`), with a warning: its sound parts carry on."""
+        path = place / RECORD
         try:
-            record = self._record(place)
-            record.setdefault("created", {})
-            edit(record)
             folder = self._folder() if place == self.folder else safe_folder(place.parent, place.name)
-            text = json.dumps(record, ensure_ascii=False, indent=2) + "\n"
-            write_atomic(folder / RECORD, text.encode("utf-8"))
-        except (OSError, UnsafePath) as exc:
-            warnings.warn(
-                SagememWarning(f"{place / RECORD}: install's record not updated ({exc})"), stacklevel=2
-            )
+            with exclusive(folder / RECORD_LOCK, RECORD_LOCK_TIMEOUT):
+                record, why = self._read(place)
+                if why:
+                    try:
+                        aside = shape.set_aside(path)
+                        kept = f"set aside as {aside.name}" if aside else "gone since"
+                    except OSError as exc:
+                        kept = f"it could not be set aside ({exc.strerror or exc}), so it is replaced"
+                    warnings.warn(SagememWarning(f"{path}: {why}; {kept}, the rest kept"), stacklevel=2)
+                record.setdefault("created", {})
+                edit(record)
+                # ASCII: a path the file system gave may hold bytes that are not UTF-8.
+                write_atomic(path, (json.dumps(record, ensure_ascii=True, indent=2) + "\n").encode("ascii"))
+        except (OSError, SagememError) as exc:
+            warnings.warn(SagememWarning(f"{path}: install's record not updated ({exc})"), stacklevel=2)
 
 
 def _settings(record: dict[str, Any]) -> dict[str, Any]:
     """The record's settings install set: {path: {key: {"was": value} or {}}}."""
     found = record.get("settings", {})
     return found if isinstance(found, dict) else {}
+
+
+def _own_folders(path: Path, named: list[str], inside: Path | None, home: Path | None) -> list[Path]:
+    """The folders of `named` that install could have made for `path` (`Backups.created`)."""
+    kept = []
+    for given, parent in zip(named, path.parents, strict=False):
+        folder = Path(given)
+        if folder != parent or (home is not None and home.is_relative_to(folder)):
+            break
+        if inside is not None and (folder == inside or not folder.is_relative_to(inside)):
+            break
+        kept.append(folder)
+    return kept
 
 
 def _missing_folders(folder: Path) -> list[Path]:
@@ -560,10 +625,10 @@ def _add(data: dict[str, Any], harness: str) -> list[str]:
         groups = hooks.setdefault(event, [])
         command = command_for(harness, event)
         mine = [h for g in groups for h in g.get("hooks", []) if own_handler(g, h, harness, event)]
-        for handler in mine:
-            if handler.get("command") != command:  # written by an earlier install, elsewhere
-                changes.append(f"updated {event} hook: {handler.get('command')} -> {command}")
-                handler["command"] = command
+        for own in mine:
+            if own.get("command") != command:  # written by an earlier install, elsewhere
+                changes.append(f"updated {event} hook: {own.get('command')} -> {command}")
+                own["command"] = command
         if mine:
             continue
         handler: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}

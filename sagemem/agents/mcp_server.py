@@ -13,7 +13,11 @@ found at once.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import warnings
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -29,8 +33,9 @@ from ..memory_set import MemorySet
 from ..memory_store import MemoryStore
 from ..search.inject import read_snippet
 from ..store.config import STATE_DIR_NAME, Scope
-from ..store.errors import SagememError, VersionConflict
+from ..store.errors import SagememError, SagememWarning, VersionConflict
 from ..store.names import TYPES
+from ..store.secrets import shown
 
 INSTRUCTIONS = (
     "File-based memory of this user and project: Markdown notes of preferences, decisions, "
@@ -117,7 +122,7 @@ def build(memories: MemorySet | MemoryStore) -> Any:
     ) -> list[dict[str, Any]]:
         found = _call(memories.memories, type=type)
         return [
-            {"file": memories.name(store, m.file), "type": m.type, "description": m.description}
+            {"file": memories.name(store, m.file), "type": m.type, "description": shown(m.description)}
             for store, m in found
             if scope is None or store.scope == scope
         ]
@@ -131,6 +136,7 @@ def build(memories: MemorySet | MemoryStore) -> Any:
             the text holds a secret."""
         )
     )
+    @_warnings_said
     def memory_remember(
         type: Annotated[  # noqa: A002 - the field's name in every memory file
             str,
@@ -184,6 +190,7 @@ def build(memories: MemorySet | MemoryStore) -> Any:
             error names a conflict id: read it again and redo the change."""
         )
     )
+    @_warnings_said
     def memory_update(
         file: Name,
         expected_version: Version,
@@ -210,6 +217,7 @@ def build(memories: MemorySet | MemoryStore) -> Any:
             and memory_update are easier; use this for a change they cannot make."""
         )
     )
+    @_warnings_said
     def memory_write(
         file: Name,
         content: Annotated[str, Field(description="The whole file: frontmatter, then the body")],
@@ -237,6 +245,7 @@ def build(memories: MemorySet | MemoryStore) -> Any:
             deleted) and is no longer found by search."""
         )
     )
+    @_warnings_said
     def memory_archive(
         file: Name, reason: Annotated[str, Field(description="Why it is retired")]
     ) -> dict[str, Any]:
@@ -285,6 +294,51 @@ def build(memories: MemorySet | MemoryStore) -> Any:
     return server
 
 
+# The warnings of the tool call running in this context (the SDK runs each sync tool in a
+# worker thread of its own, with a copy of the caller's context): a process-wide recorder
+# such as `warnings.catch_warnings` would hand one call's warning to another.
+_HEARD: ContextVar[list[str] | None] = ContextVar("sagemem_mcp_warnings", default=None)
+
+
+def _listen() -> None:
+    """Route SagememWarnings raised inside a tool call to that call's list, once a process;
+    every other warning goes where it went before."""
+    if getattr(warnings.showwarning, "sagemem", False):
+        return
+    previous = warnings.showwarning
+
+    def heard(
+        message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+    ) -> None:
+        said = _HEARD.get()
+        if said is not None and issubclass(category, SagememWarning):
+            said.append(str(message))
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    heard.sagemem = True  # type: ignore[attr-defined]
+    warnings.showwarning = heard
+    warnings.simplefilter("always", SagememWarning)  # each call is told, not only the first
+
+
+def _warnings_said(tool: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """`tool`, whose answer also carries what sagemem warned of while it ran (a memory saved
+    whose MEMORY.md line could not be written): the model is the one to tell the person."""
+
+    @functools.wraps(tool)
+    def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        _listen()
+        said: list[str] = []
+        token = _HEARD.set(said)
+        try:
+            answer = tool(*args, **kwargs)
+        finally:
+            _HEARD.reset(token)
+        return {**answer, "warnings": said} if said else answer
+
+    return run
+
+
 def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a store call; its refusals come back to the model as tool errors it can act on."""
     try:
@@ -296,5 +350,27 @@ def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def serve(scopes: list[Scope]) -> None:
-    """Run over stdio until the client closes it."""
+    """Run over stdio until the client closes it. Standard input is read through
+    `mcp_input.Requests`, so that a request the SDK could not parse is still answered."""
+    import io
+    import os
+    import sys
+
+    from .mcp_input import Answers, Pending, Requests
+
+    # The protocol goes through copies of fds 0 and 1; fd 0 is then the null device and fd 1
+    # stderr, so what a tool or a child reads or prints is never the protocol (as the SDK's
+    # own stdio arranges, which it cannot here: these streams are not those fds).
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    os.dup2(2, 1)
+    pending = Pending()
+    sys.stdin = io.TextIOWrapper(
+        io.BufferedReader(Requests(wire_in, pending)), encoding="utf-8", errors="replace"
+    )
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(Answers(wire_out, pending)), encoding="utf-8", line_buffering=True
+    )
     build(MemorySet(scopes)).run()

@@ -37,12 +37,35 @@ def tracked(folder: Path, target: Path) -> list[str]:
     return [name for name in (output or "").split("\0") if name]
 
 
-def last_change(folder: Path, target: Path) -> str | None:
-    """`<short hash> by <author> on <date>` of the last commit that changed `target`."""
+def last_change(folder: Path, target: Path, live: Path | None = None) -> str | None:
+    """`<short hash> by <author> on <date>` of the last commit that changed `target`. When
+    that is a merge and `live` is where the file was before (an archived memory's live
+    name), the commit named is the one on the merged side that last changed `live` without
+    touching `target`: the edit a merge carried into the archived copy, not the merge."""
+    output = _log(folder, target, f"%H %P%x00{_SHOWN}")
+    if "\0" not in output:
+        return None
+    commits, shown = output.split("\0", 1)
+    _, *parents = commits.split()
+    if live is not None and len(parents) > 1:
+        for side in parents:
+            only = [side, *(f"^{p}" for p in parents if p != side)]  # what this side brought
+            if not _log(folder, target, "%H", *only):  # this side did not make the archived copy
+                edit = _log(folder, live, _SHOWN, *only)
+                if edit:
+                    return edit
+    return shown or None
+
+
+_SHOWN = "%h by %an on %ad"
+
+
+def _log(folder: Path, path: Path, shown: str, *revisions: str) -> str:
+    """The last commit of `revisions` (HEAD) that changed `path`, as `shown`; "" for none."""
     output = _git(
-        folder, "log", "-1", "--format=%h by %an on %ad", "--date=short", "--", _relative(folder, target)
+        folder, "log", "-1", f"--format={shown}", "--date=short", *revisions, "--", _relative(folder, path)
     )
-    return output.strip() or None if output else None
+    return (output or "").strip()
 
 
 def _relative(folder: Path, target: Path) -> str:

@@ -38,6 +38,7 @@ CHECKS = {
     "no-frontmatter": "memory without frontmatter",
     "description": "missing or multi-line description",
     "duplicate-description": "description shared with another memory",
+    "unknown-type": "type that is none of user, feedback, project, reference",
     "type-mismatch": "type differs from the file-name prefix",
     "crlf": "CRLF line endings",
     "hash-comment": "unquoted ' #' in a frontmatter value: YAML drops the rest as a comment",
@@ -49,9 +50,11 @@ CHECKS = {
     "archived-changed": "archived memory changed after it was archived (an edit merged into archive/)",
     "state-link": "state directory (or a folder in it) that is a symbolic link",
     "state-tracked": "state directory tracked by git",
+    "state-record": "file in the state directory that sagemem cannot use as it stands (it is skipped)",
     "search-index": "search index found damaged (it was rebuilt)",
 }
 ARCHIVE_LABEL = "archive"
+COMMITTED_LABELS = (f"{ARCHIVE_LABEL}/", "dream/")  # copies beside the memories, committed with them
 PURGE_ADVICE = "`sagemem purge-secrets` redacts it there (rotate the secret: git history keeps it)"
 FIXABLE = {"index-dangling", "index-unlisted", "index-duplicate", "index-stale", "crlf"}
 
@@ -115,20 +118,20 @@ def check(
     archived: Iterable[Memory],
     archived_changed: Iterable[Mapping[str, Any]] = (),
     copies: Iterable[tuple[str, str]] = (),
-    state: Iterable[tuple[str, str, str]] = (),
+    state: Iterable[tuple[str, str, str] | tuple[str, str, str, str]] = (),
     search_index: str | None = None,
     today: dt.date | None = None,
 ) -> HealthReport:
     """Run every check. `texts`: each readable memory's text; `memories`: those that parsed;
     `archived_changed`: archived memories whose bytes changed after archiving
     (`MemoryStore.archived_changes`, with their trace); `copies`: (label, text) of archived
-    memories and state-dir copies, scanned for secrets; `state`: (check, path, what) found
-    about the state directory."""
+    memories and state-dir copies, scanned for secrets; `state`: (check, path, what[,
+    severity]) found about the state directory."""
     today = today or dt.date.today()
     found: list[Finding] = []
     found += [_archived_changed(change) for change in archived_changed]
     found += _copy_secrets(copies)
-    found += [_state(check, path, what) for check, path, what in state]
+    found += [_state(*finding) for finding in state]
     if search_index:
         found.append(
             Finding(
@@ -205,7 +208,9 @@ def _archived_changed(change: Mapping[str, Any]) -> Finding:
     )
 
 
-def _state(check: str, path: str, what: str) -> Finding:
+def _state(check: str, path: str, what: str, severity: str = "problem") -> Finding:
+    if check == "state-record":
+        return Finding(check, path, what, severity=severity)
     if check == "state-tracked":
         message = (
             f"is tracked by git ({what}): it holds this machine's conflicts, ledgers and index, and "
@@ -279,6 +284,15 @@ def _file(
                         number,
                     )
                 )
+        if memory.type and memory.type not in TYPES:
+            found.append(
+                Finding(
+                    "unknown-type",
+                    file,
+                    f"type {memory.type!r} is none of {', '.join(TYPES)}: a write through sagemem "
+                    f"refuses it, and it is never an archive candidate",
+                )
+            )
         prefix = file.split("_", 1)[0].lower() if "_" in file else ""
         if prefix in TYPES and memory.type and memory.type != prefix:
             found.append(
@@ -363,15 +377,16 @@ def _secrets(file: str, text: str, advice: str = "move it out of memory") -> lis
 
 
 def _copy_secrets(copies: Iterable[tuple[str, str]]) -> list[Finding]:
-    """Secrets in what sagemem keeps besides the live memories: archived memories (committed
-    with the rest) and the copies in the state dir (snapshots, conflict records), from which a
-    rollback or a resolution could bring a secret back. The same text is scanned once."""
+    """Secrets in what sagemem keeps besides the live memories: archived memories and dream
+    reports (committed with the rest), and the copies in the state dir (snapshots, conflict
+    records, dream runs), from which a rollback or a resolution could bring a secret back.
+    The same text is scanned once."""
     found: list[Finding] = []
     scanned: dict[str, list[Finding]] = {}
     for label, text in copies:
         key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         if key not in scanned:
             scanned[key] = _secrets("", text, PURGE_ADVICE)
-        check = "secret" if label.startswith(f"{ARCHIVE_LABEL}/") else "secret-copy"
+        check = "secret" if label.startswith(COMMITTED_LABELS) else "secret-copy"
         found += [Finding(check, label, f.message, f.line) for f in scanned[key]]
     return found

@@ -7,6 +7,12 @@ then snapshots the present (a "protection" snapshot; if that cannot be completed
 touched), then writes the snapshot's files back. It never deletes: with scope `all`, a memory
 that did not exist when the snapshot was taken is moved to `archive/`. Each rollback is
 recorded in `<state>/snapshots/rollbacks.json`.
+
+A file sagemem cannot read as one of its own (over 4 MiB, a link, a special file) is no
+memory, and `check` names it: a snapshot leaves it out, says so in its manifest
+(`skipped`), and a rollback leaves it where it is. One such file must not stop every bulk
+change. A manifest may have come with a clone: it is read by its shape, and one that does not
+fit is no snapshot (left out of the list, refused by name, named by `check`).
 """
 
 from __future__ import annotations
@@ -16,19 +22,53 @@ import hashlib
 import json
 import re
 import shutil
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..store.errors import SagememError
-from ..store.files import MAX_COPY_BYTES, read_bytes, read_state, safe_folder, write_atomic
-from ..store.names import INDEX_NAME, check_name, name_key
+from ..store import shape
+from ..store.errors import InvalidMemory, MemoryNotFound, SagememError, SagememWarning
+from ..store.files import MAX_COPY_BYTES, read_bytes, safe_folder, write_atomic
+from ..store.names import INDEX_NAME, check_stored_name, name_key
 
 KINDS = ("manual", "auto", "protection")
 KEEP_PROTECTION = 3
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 _ID = re.compile(r"\A\d{8}-\d{6}-\d{6}\Z")
+
+
+def _copied_name(name: str) -> str:
+    """A name a snapshot may hold: the index's, or one a memory had when it was taken (the
+    path rule alone: a name the secret rule, written since, refuses is still put back)."""
+    return name if name_key(name) == name_key(INDEX_NAME) else check_stored_name(name)
+
+
+# The manifest as `create` writes it (and `redact` updates it).
+MANIFEST = shape.obj(
+    {
+        "id": shape.matching(_ID, "a snapshot id"),
+        "kind": shape.one_of(*KINDS),
+        "created": shape.text,
+        "files": shape.each(
+            shape.obj(
+                {
+                    "name": shape.passes(_copied_name, "a memory file name"),
+                    "bytes": shape.count,
+                    "sha256": shape.matching(re.compile(r"[0-9a-f]{64}"), "a sha256"),
+                }
+            )
+        ),
+    },
+    {
+        "schema": shape.one_of(1),
+        "label": shape.text,
+        "redacted": shape.each(shape.text),
+        "skipped": shape.each(shape.obj({"name": shape.text, "why": shape.text})),
+    },
+)
+ROLLBACKS = shape.each(shape.obj({}))  # what each rollback did, as `record_rollback` appends it
 
 
 class SnapshotInvalid(SagememError):
@@ -45,6 +85,7 @@ class Snapshot:
     created: str
     files: tuple[dict[str, Any], ...]  # {"name", "bytes", "sha256"}
     path: Path
+    skipped: tuple[dict[str, str], ...] = ()  # {"name", "why"}: files left out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,7 +95,14 @@ class Snapshot:
             "created": self.created,
             "files": len(self.files),
             "bytes": sum(f["bytes"] for f in self.files),
+            "skipped": [dict(item) for item in self.skipped],
         }
+
+    def left_out(self) -> str:
+        """What the snapshot left out, to follow the line that names it ("" when nothing)."""
+        if not self.skipped:
+            return ""
+        return " (left out: " + "; ".join(f"{item['name']} {item['why']}" for item in self.skipped) + ")"
 
 
 def folder(state_dir: Path) -> Path:
@@ -64,8 +112,10 @@ def folder(state_dir: Path) -> Path:
 def create(
     memory_dir: Path, state_dir: Path, names: Iterable[str], *, label: str = "", kind: str = "manual"
 ) -> Snapshot:
-    """Copy `names` (top-level files of `memory_dir`) into a new snapshot. A file that cannot be
-    read aborts the snapshot and removes what was copied: an incomplete snapshot is no way back."""
+    """Copy `names` (top-level files of `memory_dir`) into a new snapshot. A file sagemem
+    refuses to read (over its cap, a link, a special file) or one gone since it was listed is
+    left out and named in `skipped`; any other failure aborts the snapshot and removes what
+    was copied: an incomplete snapshot is no way back."""
     now = dt.datetime.now(dt.timezone.utc)
     base = safe_folder(state_dir, "snapshots")
     while True:  # ids sort in the order snapshots were taken, even within one second
@@ -77,21 +127,30 @@ def create(
         except FileExistsError:
             now += dt.timedelta(microseconds=1)
     (target / "files").mkdir()
-    files = []
+    files, skipped = [], []
     try:
         for name in sorted(set(names), key=name_key):
-            data = read_bytes(memory_dir / name, limit=MAX_COPY_BYTES)
+            try:
+                data = read_bytes(memory_dir / name, limit=MAX_COPY_BYTES)
+            except InvalidMemory as exc:
+                skipped.append({"name": name, "why": exc.rule})
+                continue
+            except MemoryNotFound:
+                skipped.append({"name": name, "why": "was removed while the snapshot was taken"})
+                continue
             write_atomic(target / "files" / name, data, create_only=True)
             files.append({"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
         created = now.isoformat(timespec="seconds")
         manifest = {"schema": 1, "id": sid, "kind": kind, "label": label, "created": created, "files": files}
+        if skipped:
+            manifest["skipped"] = skipped
         write_atomic(
             target / "MANIFEST.json", (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode()
         )
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    return Snapshot(sid, kind, label, manifest["created"], tuple(files), target)
+    return Snapshot(sid, kind, label, manifest["created"], tuple(files), target, tuple(skipped))
 
 
 def load(state_dir: Path, sid: str) -> Snapshot:
@@ -107,8 +166,8 @@ def load(state_dir: Path, sid: str) -> Snapshot:
         raise SnapshotInvalid(f"{sid}: no such snapshot")
     try:
         snapshot = _from_manifest(_manifest(path), path)
-    except (OSError, SagememError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        raise SnapshotInvalid(f"{sid}: MANIFEST.json is missing or damaged") from None
+    except shape.Damaged as exc:
+        raise SnapshotInvalid(f"{sid}: MANIFEST.json is missing or damaged ({exc.why})") from None
     _verify(snapshot)
     return snapshot
 
@@ -127,8 +186,35 @@ def listing(state_dir: Path) -> list[Snapshot]:
         if _ID.match(item.name) and not item.is_symlink() and not _from_the_future(item.name):
             try:
                 found.append(_from_manifest(_manifest(item), item))
-            except (OSError, SagememError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            except shape.Damaged:
                 continue
+    return found
+
+
+def damaged(state_dir: Path) -> list[tuple[Path, str]]:
+    """(path, what is wrong) for each snapshot folder whose manifest does not fit, dated in
+    the future, and for a rollback history that cannot be read."""
+    try:
+        base = safe_folder(state_dir, "snapshots", create=False)
+        items = sorted(base.iterdir()) if base.is_dir() else []
+    except (OSError, SagememError):
+        return []  # a link is `check`'s state-link finding
+    found = []
+    for item in items:
+        if not _ID.match(item.name) or item.is_symlink():
+            continue
+        if _from_the_future(item.name):
+            found.append((item, "is dated in the future, so it is no snapshot taken here; it is ignored"))
+            continue
+        try:
+            _manifest(item)
+        except shape.Damaged as exc:
+            found.append((exc.path, f"{exc.why}; this snapshot is not listed, and no rollback can use it"))
+    try:
+        shape.load(base / "rollbacks.json", MAX_MANIFEST_BYTES, ROLLBACKS, under=state_dir)
+    except shape.Damaged as exc:
+        effect = "the next rollback sets it aside (rollbacks.json.damaged-<time>) and starts it anew"
+        found.append((exc.path, f"{exc.why}; {effect}"))
     return found
 
 
@@ -143,15 +229,15 @@ def _from_the_future(sid: str) -> bool:
 
 
 def _manifest(path: Path) -> dict[str, Any]:
-    raw = read_state(path / "MANIFEST.json", MAX_MANIFEST_BYTES)
-    if raw is None:
-        raise ValueError("no manifest")
-    manifest = json.loads(raw)
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
-        raise ValueError("not a manifest")
-    if not all(isinstance(item, dict) for item in manifest["files"]):
-        raise ValueError("not a manifest")
-    return manifest
+    """The manifest of the snapshot folder `path`, of `MANIFEST`'s shape and naming that
+    folder (`shape.Damaged` otherwise, a missing one too)."""
+    file = path / "MANIFEST.json"
+    manifest = shape.load(file, MAX_MANIFEST_BYTES, MANIFEST, under=path.parent.parent)
+    if manifest is None:
+        raise shape.Damaged(file, "is missing")
+    if manifest["id"] != path.name:
+        raise shape.Damaged(file, f"names snapshot {manifest['id']}, not its folder's")
+    return dict(manifest)
 
 
 def prune(state_dir: Path, keep: int, keep_ids: frozenset[str] | set[str] = frozenset()) -> list[str]:
@@ -181,11 +267,8 @@ def redact(
         manifest = _manifest(snap.path)
         redacted = set(manifest.get("redacted", []))
         for item in manifest["files"]:
-            name = str(item.get("name", ""))
-            path = snap.path / "files" / name
+            path = snap.path / "files" / item["name"]  # a name of the manifest's shape: no `../`
             try:
-                if name_key(name) != name_key(INDEX_NAME):
-                    check_name(name)  # a manifest may have come with a clone
                 data = read_bytes(path, limit=MAX_COPY_BYTES)
             except SagememError:
                 continue
@@ -206,29 +289,44 @@ def redact(
 
 
 def record_rollback(state_dir: Path, entry: dict[str, Any]) -> None:
-    path = safe_folder(state_dir, "snapshots") / "rollbacks.json"
+    """Add what a rollback did to the history (the caller holds the snapshots lock). The
+    rollback is done by then: a history that cannot be written costs a warning, never the
+    rollback. A damaged one is set aside first (`rollbacks.json.damaged-<time>`), and one that
+    cannot be set aside is replaced, with a warning."""
+    path = folder(state_dir) / "rollbacks.json"
     try:
-        history = json.loads(read_state(path, MAX_MANIFEST_BYTES) or b"[]")
-        history = history if isinstance(history, list) else []
-    except (OSError, SagememError, ValueError, RecursionError):
-        history = []
-    history = (history + [entry])[-200:]
-    write_atomic(path, (json.dumps(history, ensure_ascii=False, indent=1) + "\n").encode())
+        safe_folder(state_dir, "snapshots")
+        try:
+            history = shape.load(path, MAX_MANIFEST_BYTES, ROLLBACKS, under=state_dir) or []
+        except shape.Damaged as exc:
+            history = []
+            failed = shape.make_way(path)
+            if failed:
+                _warn(f"{path}: {exc.why}; {failed}")
+        write_atomic(path, _utf8((history + [entry])[-200:]))
+    except (OSError, SagememError) as exc:
+        _warn(f"{path}: the rollback is done, but it is not in the history ({exc})")
+
+
+def _utf8(history: list[Any]) -> bytes:
+    """The history as UTF-8 JSON; ASCII escapes when it holds a lone surrogate, which JSON may
+    spell (an older entry is carried over unchecked) but UTF-8 cannot."""
+    text = json.dumps(history, ensure_ascii=False, indent=1) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(history, ensure_ascii=True, indent=1) + "\n").encode("ascii")
+
+
+def _warn(message: str) -> None:
+    warnings.warn(SagememWarning(message), stacklevel=3)
 
 
 def _verify(snapshot: Snapshot) -> None:
     stored = snapshot.path / "files"
     if not stored.is_dir() or stored.is_symlink():
         raise SnapshotInvalid(f"{snapshot.id}: has no files folder")
-    listed = {}
-    for item in snapshot.files:
-        name = str(item.get("name", ""))
-        try:
-            if name_key(name) != name_key(INDEX_NAME):
-                check_name(name)
-        except SagememError:
-            raise SnapshotInvalid(f"{snapshot.id}: the manifest names {name!r}, not a memory file") from None
-        listed[name] = item
+    listed = {item["name"]: item for item in snapshot.files}  # names of the manifest's shape
     present = {p.name for p in stored.iterdir()}
     extra = present - set(listed)
     if extra:
@@ -240,7 +338,7 @@ def _verify(snapshot: Snapshot) -> None:
             data = read_bytes(stored / name, limit=MAX_COPY_BYTES)
         except SagememError as exc:
             raise SnapshotInvalid(f"{snapshot.id}: {name}: {getattr(exc, 'rule', exc)}") from None
-        if hashlib.sha256(data).hexdigest() != item.get("sha256") or len(data) != item.get("bytes"):
+        if hashlib.sha256(data).hexdigest() != item["sha256"] or len(data) != item["bytes"]:
             raise SnapshotInvalid(f"{snapshot.id}: {name} does not match its sha256 in the manifest")
 
 
@@ -252,4 +350,5 @@ def _from_manifest(manifest: dict[str, Any], path: Path) -> Snapshot:
         manifest["created"],
         tuple(manifest["files"]),
         path,
+        tuple(manifest.get("skipped", [])),
     )

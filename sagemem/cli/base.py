@@ -35,8 +35,41 @@ class _Failure(click.ClickException):
         click.echo(f"sagemem: {_one_line(self.format_message())}", err=True)
 
 
-class _Group(click.Group):
+def _refuse_undecodable(ctx: click.Context) -> None:
+    """A usage error (exit 2) for an argument that is not UTF-8 text. The system hands over
+    bytes that are not UTF-8 as lone surrogates, which no record, frontmatter or JSON reply can
+    hold: refused here, once for every command, before anything is written. A path is
+    exempt: the file system takes it as it came."""
+    for param in ctx.command.params:
+        if isinstance(param.type, click.Path):
+            continue
+        value = ctx.params.get(param.name or "")
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(item, str):
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise click.BadParameter(
+                    f"is not UTF-8 text (character {exc.start + 1} is a byte the shell passed as it was); "
+                    "give it in UTF-8",
+                    ctx=ctx,
+                    param=param,
+                ) from None
+
+
+class _Command(click.Command):
     def invoke(self, ctx: click.Context) -> Any:
+        _refuse_undecodable(ctx)
+        return super().invoke(ctx)
+
+
+class _Group(click.Group):
+    command_class = _Command
+    group_class = type  # a group of commands is one of these too
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _refuse_undecodable(ctx)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SagememWarning)
             try:
@@ -220,7 +253,14 @@ def _print_written(memory: Any, as_json: bool, *, name: str | None = None, scope
 
 
 def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    """`data` as JSON on stdout: UTF-8, or ASCII escapes where it holds a lone surrogate (a
+    path the file system gave, a record's text), which no UTF-8 stream can carry."""
+    text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=True, indent=2, default=str)
+    click.echo(text)
 
 
 def _text(text: str | None, path: str | None) -> str:
@@ -236,7 +276,11 @@ def _text(text: str | None, path: str | None) -> str:
 def _read_text(path: str) -> str:
     if path == "-":
         return _stdin()
-    data = Path(path).read_bytes()
+    try:
+        with open(path, "rb") as handle:
+            data = _capped(handle, path)
+    except OSError as exc:
+        raise SagememError(f"{path}: {exc.strerror or exc}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -244,10 +288,22 @@ def _read_text(path: str) -> str:
 
 
 def _stdin() -> str:
+    data = _capped(sys.stdin.buffer, "standard input")
     try:
-        return sys.stdin.buffer.read().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SagememError(f"standard input is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _capped(stream: Any, name: str) -> bytes:
+    """At most a memory file's worth of `stream`: `/dev/zero` or gigabytes on a pipe are
+    refused after one byte past the cap, never read into memory whole."""
+    from ..store.files import MAX_FILE_BYTES
+
+    data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise SagememError(f"{name}: is larger than {MAX_FILE_BYTES // 1024} KiB, the limit of a memory file")
+    return data
 
 
 def say(line: str = "", *, err: bool = False) -> None:

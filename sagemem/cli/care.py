@@ -125,7 +125,7 @@ def snapshot_create(ctx: _Context, label: str, as_json: bool) -> None:
     made = ctx.store.snapshot(label=label)
     if as_json:
         return _print_json(made.to_dict())
-    say(f"{made.id}  {len(made.files)} files")
+    say(f"{made.id}  {len(made.files)} files{made.left_out()}")
 
 
 @snapshot.command("rollback")

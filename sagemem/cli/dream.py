@@ -85,7 +85,11 @@ def dream_show(ctx: _Context, run_id: str, as_json: bool) -> None:
     manifest = show(ctx.store, run_id)
     if as_json:
         return _print_json(manifest)
-    click.echo(report.text(manifest), nl=False)
+    # The model's words, its reasons and refused arguments are quoted in the report: each
+    # line is shown with escapes for what a terminal would act on, as every command shows text.
+    text = report.text(manifest)
+    for line in text.removesuffix("\n").split("\n") if text else []:
+        say(line)
 
 
 @dream.command("apply")

@@ -11,6 +11,7 @@ import click
 
 from ..store.errors import MemoryNotFound, SagememError
 from ..store.names import TYPES
+from ..store.secrets import redact, scan, shown
 from ..store.text import split_lines
 from .base import (
     _conflict_summary,
@@ -218,11 +219,18 @@ def list_(ctx: _Context, type_: str | None, tag: str | None, archived: bool, as_
     width = max((_width(n) for n in names), default=0)
     for name, (_, m) in zip(names, found, strict=True):
         padding = " " * (width - _width(name))
-        say(f"{name}{padding}  {m.type or '-':<9}  {m.description}".rstrip())
+        say(f"{name}{padding}  {m.type or '-':<9}  {shown(m.description)}".rstrip())
 
 
 def _listed(memories: Any, store: Any, memory: Any) -> dict[str, Any]:
-    return {**memory.to_dict(), "file": memories.name(store, memory.file), "scope": store.scope or "dir"}
+    """A memory's fields as listed: a secret in one is redacted, as everywhere a listing can
+    reach a model (an agent runs `sagemem list` too); `check` names it for the person."""
+    data = memory.to_dict()
+    for key in ("name", "description"):
+        data[key] = shown(data[key] or "") if data[key] else data[key]
+    for key in ("tags", "aliases"):
+        data[key] = [shown(value) for value in data[key]]
+    return {**data, "file": memories.name(store, memory.file), "scope": store.scope or "dir"}
 
 
 @cli.command()
@@ -485,21 +493,27 @@ def conflicts(click_ctx: click.Context, as_json: bool) -> None:
 @pass_ctx
 def conflicts_list(ctx: _Context, resolved: bool = False, as_json: bool = False) -> None:
     """List conflicts, of every scope."""
+    from ..store.guard import damaged_records
+
     memories = ctx.memory_set
-    found = [
-        (store, c)
-        for store in memories.stores
-        if store.memory_dir.is_dir() or store is memories.first
-        for c in store.conflicts(resolved=resolved)
-    ]
+    stores = [store for store in memories.stores if store.memory_dir.is_dir() or store is memories.first]
+    found = [(store, c) for store in stores for c in store.conflicts(resolved=resolved)]
+    # A record left out may hold a person's refused write: say so (stderr: JSON stays JSON).
+    unread = sum(
+        (path.parent.name == "resolved") == resolved
+        for store in stores
+        for path, _ in damaged_records(store.state_dir)
+    )
     if as_json:
-        return _print_json(
-            [{**_conflict_summary(c), "file": memories.name(store, c.file)} for store, c in found]
-        )
-    for store, c in found:
-        done = f"  kept {c.resolution}" if c.resolution else ""
-        file = memories.name(store, c.file)
-        say(f"{c.id}  {file}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
+        _print_json([{**_conflict_summary(c), "file": memories.name(store, c.file)} for store, c in found])
+    else:
+        for store, c in found:
+            done = f"  kept {c.resolution}" if c.resolution else ""
+            file = memories.name(store, c.file)
+            say(f"{c.id}  {file}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
+    if unread:
+        records = count(unread, "conflict record")
+        say(f"sagemem: hint: left out, as it cannot be read: {records}; `sagemem check` says why", err=True)
 
 
 def _conflict_store(ctx: _Context, conflict_id: str) -> tuple[Any, str]:
@@ -523,7 +537,7 @@ def conflicts_show(ctx: _Context, conflict_id: str, as_json: bool) -> None:
     store, cid = _conflict_store(ctx, conflict_id)
     c = store.conflict(cid)
     if as_json:
-        return _print_json(c.to_dict())
+        return _print_json(_redacted(c.to_dict()))
     for key, value in _conflict_summary(c).items():
         say(f"{key + ':':<18}{value if value is not None else '-'}")
     say("")
@@ -533,10 +547,26 @@ def conflicts_show(ctx: _Context, conflict_id: str, as_json: bool) -> None:
         say("no content was proposed (the change could not be applied to the file as it was; see reason)")
         say(f"resolve it with: sagemem conflicts resolve {c.id} --keep disk")
         return
-    disk = split_lines((c.disk or b"").decode("utf-8", "replace"))
-    proposed = split_lines(c.proposed.decode("utf-8", "replace"))
+    disk = split_lines(_unsecret((c.disk or b"").decode("utf-8", "replace")))
+    proposed = split_lines(_unsecret(c.proposed.decode("utf-8", "replace")))
     for line in difflib.unified_diff(disk, proposed, f"{c.file} (on disk)", f"{c.file} (proposed)"):
         say(line.removesuffix("\n"))
+
+
+def _unsecret(text: str) -> str:
+    """`text` with every secret the full scan finds redacted: the write guard's refusal sends
+    the agent here, so a secret already on disk is not shown to it (`check` names it)."""
+    found = scan(text)
+    return redact(text, found) if found else text
+
+
+def _redacted(record: dict[str, Any]) -> dict[str, Any]:
+    """A conflict's JSON with both sides' text redacted (a side kept as base64 is bytes
+    that are not UTF-8 text, so no prompt reads it as text)."""
+    return {
+        key: _unsecret(value) if key in ("disk", "proposed") and isinstance(value, str) else value
+        for key, value in record.items()
+    }
 
 
 @conflicts.command("resolve")

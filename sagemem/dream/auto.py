@@ -19,11 +19,13 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..care import dream_state
+from ..store import shape
 from ..store.config import Scope, Settings
-from ..store.errors import SagememError
-from ..store.files import read_state, safe_folder, write_atomic
+from ..store.files import safe_folder, write_atomic
 
-STATE = "auto.json"  # {"last": when the last run ended, "started": when the trigger last fired}
+STATE = dream_state.TRIGGER_NAME  # {"last": when the last run ended, "started": when the trigger last fired}
+RECORD = dream_state.TRIGGER  # its shape, which `check` judges
 THROTTLE_SECONDS = 600  # a run just started is not started again while it may still be running
 # The runs this process started: never waited for (the hook must not wait), but held, so that
 # Python does not warn of a running child when the object would be collected.
@@ -130,15 +132,16 @@ def _sessions_since(state_dir: Path, since: float, enough: int) -> int:
 
 
 def _state(state_dir: Path) -> dict[str, float]:
+    """The trigger's times; a file that does not fit reads as none (a run is then due by the
+    sessions alone), and is replaced by the next save: it holds nothing but those times."""
     try:
-        raw = read_state(state_dir / "dream" / STATE, 4096, under=state_dir)
-        found = json.loads(raw or b"{}")
-    except (OSError, SagememError, ValueError):
+        found = shape.load(state_dir / "dream" / STATE, dream_state.MAX_SMALL_BYTES, RECORD, under=state_dir)
+        return dict(found or {})
+    except shape.Damaged:
         return {}
-    if not isinstance(found, dict):
-        return {}
-    return {k: v for k, v in found.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _save(state_dir: Path, state: dict[str, float]) -> None:
-    write_atomic(safe_folder(state_dir, "dream") / STATE, json.dumps(state).encode(), durable=False)
+    path = safe_folder(state_dir, "dream") / STATE
+    shape.clear_folder(path)  # what `_state` read as no time: a file is replaced, a folder set aside
+    write_atomic(path, json.dumps(state).encode(), durable=False)

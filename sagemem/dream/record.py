@@ -24,14 +24,19 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..store import locking
+from ..care import dream_state
+from ..store import locking, shape
 from ..store.errors import SagememError
 from ..store.files import read_state, safe_folder, write_atomic
 
-SCHEMA = 1
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+SCHEMA = dream_state.SCHEMA
+MAX_MANIFEST_BYTES = dream_state.MAX_MANIFEST_BYTES
 MAX_BLOB_BYTES = 16 * 1024 * 1024
-_RUN_ID = re.compile(r"\A\d{8}-\d{6}-[0-9a-f]{4}\Z")
+_RUN_ID = dream_state.RUN_ID
+# The shapes of the manifest and of the lock holder's note are care's (`care/dream_state.py`),
+# so that `check` judges them whoever calls it; they are read here by the same rules.
+MANIFEST = dream_state.MANIFEST
+_HOLDER = dream_state.HOLDER
 
 
 class DreamBusy(SagememError):
@@ -78,59 +83,19 @@ def save(state_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def load(state_dir: Path, run_id: str) -> dict[str, Any]:
-    place = folder(state_dir, run_id)
-    raw = read_state(place / "manifest.json", MAX_MANIFEST_BYTES, under=state_dir)
-    if raw is None:
+    """The manifest of run `run_id`, of `MANIFEST`'s shape: a state directory can come with a
+    clone, and a damaged or forged manifest must not crash a listing, a report or a rollback."""
+    path, manifest, why = _read(state_dir, run_id)
+    if why:
+        raise SagememError(f"{path}: {why}")
+    if manifest is None:
         raise SagememError(f"{run_id}: no such dream run (`sagemem dream list`)")
-    try:
-        manifest = json.loads(raw)
-    except ValueError as exc:
-        raise SagememError(f"{place / 'manifest.json'}: not a dream manifest ({exc})") from None
-    problem = _shape(manifest, run_id)
-    if problem:
-        raise SagememError(f"{place / 'manifest.json'}: not a dream manifest of schema {SCHEMA}: {problem}")
     return manifest
 
 
-def _shape(m: Any, run_id: str) -> str:
-    """What is wrong with a manifest's shape ("" when nothing): a state directory can come
-    with a clone, and a damaged or forged manifest must not crash a listing or a rollback."""
-    if not isinstance(m, dict) or m.get("schema") != SCHEMA or m.get("id") != run_id:
-        return "schema or id"
-    if m.get("mode") not in ("report", "apply") or not isinstance(m.get("status"), str):
-        return "mode or status"
-    for key in ("rounds", "tokens"):
-        if not isinstance(m.get(key), int) or isinstance(m.get(key), bool):
-            return key
-    for key, fields in (
-        ("changes", ("file", "op")),
-        ("proposals", ("file", "op")),
-        ("refused", ("tool", "why")),
-    ):
-        items = m.get(key)
-        if not isinstance(items, list) or not all(
-            isinstance(i, dict) and all(isinstance(i.get(f), str) for f in fields) for i in items
-        ):
-            return key
-    for change in m["changes"]:
-        if change["op"] not in ("write", "create", "archive"):
-            return "a change's operation"
-        for key in ("before", "after", "archived"):
-            stamp = change.get(key)
-            if stamp is not None and not (isinstance(stamp, dict) and isinstance(stamp.get("sha256"), str)):
-                return f"a change's {key}"
-        if change["op"] != "create" and not isinstance(change.get("before_blob"), str):
-            return "a change's kept bytes"
-    for proposal in m["proposals"]:
-        if proposal["op"] not in ("write", "archive") or not isinstance(proposal.get("reason", ""), str):
-            return "a proposal"
-        if proposal["op"] == "write" and not isinstance(proposal.get("content"), str):
-            return "a proposal's content"
-    if not isinstance(m.get("rollbacks", []), list) or not all(
-        isinstance(r, dict) for r in m.get("rollbacks", [])
-    ):
-        return "rollbacks"
-    return ""
+def _read(state_dir: Path, run_id: str) -> tuple[Path, Any, str]:
+    """The manifest's path, what it holds (None: no such file), what is wrong with it."""
+    return dream_state.read_manifest(state_dir, check_id(run_id))
 
 
 def listing(state_dir: Path) -> list[dict[str, Any]]:
@@ -191,10 +156,9 @@ def running(state_dir: Path, run_id: str) -> Iterator[None]:
             stack.enter_context(locking.exclusive(place / "lock", timeout=0))
         except locking.LockTimeout:
             try:
-                who = json.loads(read_state(holder, 4096, under=state_dir) or b"{}")
-            except (ValueError, SagememError):
+                who = shape.load(holder, dream_state.MAX_SMALL_BYTES, _HOLDER, under=state_dir) or {}
+            except shape.Damaged:
                 who = {}
-            who = who if isinstance(who, dict) else {}
             raise DreamBusy(
                 f"another dream run holds the lock (run {who.get('run', '?')}, process "
                 f"{who.get('pid', '?')}); nothing was changed"

@@ -49,7 +49,7 @@ from ..store.errors import SagememError
 from ..store.files import read_bytes, safe_folder
 from ..store.names import is_memory_name
 
-FORMAT = 9
+FORMAT = 10
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 
 DEAD = 0xFFFFFFFF  # a free paragraph id
@@ -73,20 +73,25 @@ CREATE TABLE IF NOT EXISTS files(
     baseline INTEGER NOT NULL DEFAULT 0,
     entry BLOB,
     tokens BLOB,
-    problem TEXT
+    problem TEXT,
+    scanned INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS files_baseline ON files(baseline) WHERE baseline;
+CREATE INDEX IF NOT EXISTS files_unscanned ON files(doc) WHERE NOT scanned;
 CREATE INDEX IF NOT EXISTS files_problem ON files(problem) WHERE problem IS NOT NULL;
 CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, descriptions BLOB, paragraphs BLOB) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS arrays(name TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
 """
 
 Progress = Callable[[int, int], None]
-# What reading one file gives: (entry fields, tokens) for a memory; the name of a problem for
-# a memory left out on purpose ("merge-conflict": injection says so); None for a file that is
-# not a memory (`check` says why). Tokens are (description tf, [paragraph tf, ...]).
+# What reading one file gives: (entry fields by name, tokens) for a memory; the name of a
+# problem for a memory left out on purpose ("merge-conflict": injection says so); None for a
+# file that is not a memory (`check` says why). Tokens are (description tf, [paragraph tf,
+# ...]). The last argument says whether secrets are looked for by the full scan (else by the
+# pattern pass: the prompt hook's, within its deadline).
 Indexed = Callable[
-    [str, bytes, float], "tuple[tuple[Any, ...], tuple[dict[str, int], list[dict[str, int]]]] | str | None"
+    [str, bytes, float, bool],
+    "tuple[dict[str, Any], tuple[dict[str, int], list[dict[str, int]]]] | str | None",
 ]
 
 
@@ -100,10 +105,11 @@ class _Fresh(NamedTuple):
 
     stamp: str
     version: str | None
-    entry: tuple[Any, ...] | None
+    entry: dict[str, Any] | None
     tokens: tuple[dict[str, int], list[dict[str, int]]] | None
     same: bool = False
     problem: str | None = None
+    scanned: bool = True  # its secrets looked for by the full scan
 
 
 def listing(memory_dir: Path) -> dict[str, str]:
@@ -221,6 +227,7 @@ class Snapshot(NamedTuple):
     path: Path | None  # the index's file; None in memory
     repaired: str = ""  # what was wrong with the file when this call found it damaged
     pending: int = 0  # changed files left unread when the call's deadline passed
+    unscanned: int = 0  # files whose secrets only the pattern pass has looked for
 
     def discard(self) -> None:
         """Close it and delete the file: it held something no sagemem wrote there."""
@@ -241,7 +248,8 @@ def _snapshot(
         raise CacheDamaged("the arrays do not match the files")
     if sum(arrays["paragraph_lengths"]) != meta.get("paragraphs_total", 0):
         raise CacheDamaged("the arrays do not match the statistics")
-    return Snapshot(conn, meta, arrays, path, repaired, pending)
+    (unscanned,) = conn.execute("SELECT COUNT(*) FROM files WHERE NOT scanned").fetchone()
+    return Snapshot(conn, meta, arrays, path, repaired, pending, unscanned)
 
 
 def db_name(memory_dir: Path) -> str:
@@ -350,22 +358,30 @@ def refresh(
 ) -> int:
     """Bring the index up to date with `files` (a `listing`), or as far as `deadline` allows
     (at least one file a call, so a slow one is not put off for ever); returns how many
-    changed files are left unread."""
-    if _meta(conn).get("digest") == digest(files):
+    changed files are left unread.
+
+    With a deadline (the prompt hook) a file's secrets are looked for by the pattern pass,
+    which needs no detect-secrets; without one, by the full scan, and a file the pattern
+    pass alone has seen is read again, so what the index redacts is the full scan's."""
+    full = deadline is None
+    unscanned = full and conn.execute("SELECT 1 FROM files WHERE NOT scanned LIMIT 1").fetchone() is not None
+    if not unscanned and _meta(conn).get("digest") == digest(files):
         return 0
     seen = {
-        name: (stamp, version)
-        for name, stamp, version in conn.execute("SELECT name, stamp, version FROM files")
+        name: (stamp, version, bool(scanned))
+        for name, stamp, version, scanned in conn.execute("SELECT name, stamp, version, scanned FROM files")
     }
-    todo = sorted(name for name, stamp in files.items() if seen.get(name, (None,))[0] != stamp)
-    gone = {name: stamp for name, (stamp, _) in seen.items() if name not in files}
+    todo = sorted(name for name, stamp in files.items() if _stale(seen.get(name), stamp, full))
+    gone = {name: stamp for name, (stamp, _, _) in seen.items() if name not in files}
     with _readers(len(todo)) as read_all:
         for start in range(0, max(len(todo), 1), BATCH):
             if start and _past(deadline):
                 return len(todo) - start
             # Another process may be building too: skip what it has stored since.
-            names = _behind(conn, todo[start : start + BATCH], files)
-            jobs = [(memory_dir / n, files[n], seen.get(n, (None, None))[1], index_file) for n in names]
+            names = _behind(conn, todo[start : start + BATCH], files, full)
+            jobs = [
+                (memory_dir / n, files[n], _known(seen.get(n), files[n]), index_file, full) for n in names
+            ]
             read = read_all(jobs, deadline)
             fresh = dict(zip(names, read, strict=False))  # `read` is shorter past the deadline
             with _writing(conn):
@@ -375,6 +391,21 @@ def refresh(
             if len(read) < len(names):
                 return len(todo) - start - len(read)
     return 0
+
+
+def _stale(row: tuple[str, str | None, bool] | None, stamp: str, full: bool) -> bool:
+    """Whether a file must be read: its stamp changed, or (`full`) only the pattern pass has
+    looked for its secrets."""
+    return row is None or row[0] != stamp or (full and not row[2])
+
+
+def _known(row: tuple[str, str | None, bool] | None, stamp: str) -> str | None:
+    """The version a file had, when its bytes may be the same and so need no reading again
+    (`touch`); None when it must be indexed whatever its bytes (its secrets were looked for
+    by the pattern pass alone)."""
+    if row is None or (row[0] == stamp and not row[2]):
+        return None
+    return row[1]
 
 
 def _past(deadline: float | None) -> bool:
@@ -391,12 +422,13 @@ def _in_process(jobs: list[tuple[Any, ...]], deadline: float | None) -> list[_Fr
     return done
 
 
-def _behind(conn: sqlite3.Connection, names: list[str], files: dict[str, str]) -> list[str]:
+def _behind(conn: sqlite3.Connection, names: list[str], files: dict[str, str], full: bool) -> list[str]:
     if not names:
         return names
     marks = ",".join("?" * len(names))
-    stored = dict(conn.execute(f"SELECT name, stamp FROM files WHERE name IN ({marks})", names))  # noqa: S608
-    return [n for n in names if stored.get(n) != files[n]]
+    query = f"SELECT name, stamp, scanned FROM files WHERE name IN ({marks})"  # noqa: S608
+    stored = {name: (stamp, None, bool(scanned)) for name, stamp, scanned in conn.execute(query, names)}
+    return [n for n in names if _stale(stored.get(n), files[n], full)]
 
 
 @contextlib.contextmanager
@@ -432,7 +464,7 @@ def _read_job(job: tuple[Any, ...]) -> _Fresh:
     return _read(*job)
 
 
-def _read(path: Path, stamp: str, version: str | None, index_file: Indexed) -> _Fresh:
+def _read(path: Path, stamp: str, version: str | None, index_file: Indexed, full: bool = True) -> _Fresh:
     """One file as the index needs it. Whatever goes wrong with one file (unreadable, gone,
     YAML its parser rejects) leaves that file out, as `check` reports it; never the index."""
     try:
@@ -443,12 +475,12 @@ def _read(path: Path, stamp: str, version: str | None, index_file: Indexed) -> _
     if now == version:
         return _Fresh(stamp, now, None, None, same=True)
     try:
-        built = index_file(path.name, data, int(stamp.split()[0]) / 1e9)
+        built = index_file(path.name, data, int(stamp.split()[0]) / 1e9, full)
     except Exception:  # noqa: BLE001 - one odd file must not take search down
         built = None
     if built is None or isinstance(built, str):
         return _Fresh(stamp, now, None, None, problem=built)
-    return _Fresh(stamp, now, *built)
+    return _Fresh(stamp, now, *built, scanned=full)
 
 
 class _Arrays:
@@ -579,9 +611,11 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, s
             conn.execute("DELETE FROM files WHERE doc = ?", (row[0],))
     for name, item in fresh.items():
         row = conn.execute(
-            "SELECT doc, stamp, version, entry, tokens FROM files WHERE name = ?", (name,)
+            "SELECT doc, stamp, version, entry, tokens, scanned FROM files WHERE name = ?", (name,)
         ).fetchone()
-        if row is not None and (row[1] == item.stamp or _ctime(row[1]) > _ctime(item.stamp)):
+        if row is not None and (
+            (row[1] == item.stamp and (row[5] or not item.scanned)) or _ctime(row[1]) > _ctime(item.stamp)
+        ):
             continue  # another process wrote this state, or a newer one, meanwhile
         if item.same and row is not None and row[2] == item.version:
             entry = None if row[3] is None else _restamp(row[3], int(item.stamp.split()[0]) / 1e9)
@@ -601,15 +635,15 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, s
             changes.put(0, described, doc)
             arrays.describe(doc, sum(described.values()))
             pids = []
-            for (start, end), tf in zip(item.entry[-1], paragraphs, strict=True):
+            for (start, end), tf in zip(item.entry["paragraphs"], paragraphs, strict=True):
                 pid = arrays.take(sum(tf.values()), doc, start, end)
                 changes.put(1, tf, pid)
                 pids.append(pid)
             tokens = json.dumps((described, paragraphs, pids), ensure_ascii=False)
-        baseline = bool(item.entry and item.entry[7])
+        baseline = bool(item.entry and item.entry["baseline"])
         conn.execute(
-            "UPDATE files SET stamp = ?, version = ?, baseline = ?, entry = ?, tokens = ?, problem = ?"
-            " WHERE doc = ?",
+            "UPDATE files SET stamp = ?, version = ?, baseline = ?, entry = ?, tokens = ?, problem = ?,"
+            " scanned = ? WHERE doc = ?",
             (
                 item.stamp,
                 item.version,
@@ -617,6 +651,7 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, s
                 None if item.entry is None else json.dumps(item.entry, ensure_ascii=False),
                 tokens,
                 item.problem,
+                item.scanned,
                 doc,
             ),
         )
@@ -643,9 +678,9 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, s
 
 
 def _restamp(entry: str, mtime: float) -> str:
-    """An entry with a new mtime (field 6): the bytes are unchanged, the stat is not."""
+    """An entry with a new mtime: the bytes are unchanged, the stat is not."""
     fields = json.loads(entry)
-    fields[6] = mtime
+    fields["mtime"] = mtime
     return json.dumps(fields, ensure_ascii=False)
 
 

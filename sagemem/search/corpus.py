@@ -4,19 +4,33 @@ Per memory: the tokens of its description fields (stage 1 of retrieval) and of e
 paragraph with its 1-based line range (stage 2), gathered into two inverted indexes. They
 are kept in the cache (`cache.py`), which re-reads only files that changed; `Corpus` is the
 read side, fetching postings term by term and entries only when they become results.
+
+Secrets are found when a file is indexed: by the full scan, or, when the prompt hook indexes
+a file within its deadline, by the pattern pass (`secrets.scan_patterns`). Such a file is
+read again with the full scan by the next call without a deadline, and the hook starts one
+itself, detached, once it has answered (`full_scan_later`). The entry keeps where they are
+(`secrets`, offsets in the file's text); its name and description, and the tokens, are taken
+from the text with them redacted, so the index holds none of them and a search for one finds
+nothing. The file on disk is the person's and stays as it is (`check` names what it holds).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
+import os
 import re
 import sqlite3
+import sys
+import time
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from ..store import secrets
 from ..store.errors import SagememError
 from ..store.names import is_memory_name, name_key
 from ..store.text import conflict_marker_line, split_lines
@@ -58,6 +72,7 @@ class Entry(NamedTuple):
     body_start: int
     body_end: int
     paragraphs: tuple[Paragraph, ...]
+    secrets: tuple[tuple[int, int], ...] = ()  # (start, end) in the file's text, to redact
 
 
 class Tokens(NamedTuple):
@@ -109,6 +124,13 @@ class Corpus:
         return self._snapshot.pending
 
     @property
+    def unscanned(self) -> Path | None:
+        """The index file, when it is kept on disk and holds files only the pattern pass has
+        read (the prompt hook indexed them within its deadline): `full_scan_later` reads them
+        again."""
+        return self._snapshot.path if self._snapshot.unscanned else None
+
+    @property
     def repaired(self) -> str:
         """What was wrong with the index when this call found it damaged and built it again."""
         return self._snapshot.repaired
@@ -150,6 +172,18 @@ class Corpus:
                 raise cache.CacheDamaged(f"no entry for document {doc}")
             found = self._entries[doc] = _decode(*row)
         return found
+
+    def file(self, doc: int) -> str:
+        """A memory's file name, from its row: what ranking needs to break a tie, without
+        decoding the entry. A name no memory may have is damage, as in an entry."""
+        found = self._entries.get(doc)
+        if found is not None:
+            return found.file
+        query = "SELECT name FROM files WHERE doc = ? AND entry IS NOT NULL"
+        row = self._conn.execute(query, (doc,)).fetchone()
+        if row is None or not isinstance(row[0], str) or not is_memory_name(row[0]):
+            raise cache.CacheDamaged(f"no entry for document {doc}")
+        return row[0]
 
     def entries(self) -> list[Entry]:
         """Every memory, in name order."""
@@ -266,13 +300,18 @@ def split_paragraphs(body: str, first_line: int) -> list[tuple[int, int, str]]:
     return found
 
 
-def build(memory: Memory, mtime: float) -> tuple[Entry, Tokens]:
-    """A memory's entry and tokens."""
+def build(memory: Memory, mtime: float, text: str = "", *, full: bool = True) -> tuple[Entry, Tokens]:
+    """A memory's entry and tokens. The secrets in its file's `text` are found by the full
+    scan, or (`full` False) the pattern pass; what the entry shows and the tokens come from
+    the memory with them redacted."""
+    scan = secrets.scan if full else secrets.scan_patterns
+    found = [(s.start, s.end) for s in scan(text)] if text else []
+    shown = _shown(memory, text, found, scan) if found else memory
     fields = {
-        "description": memory.description,
-        "name": memory.name,
-        "aliases": " ".join(memory.aliases),
-        "tags": " ".join(memory.tags),
+        "description": shown.description,
+        "name": shown.name,
+        "aliases": " ".join(shown.aliases),
+        "tags": " ".join(shown.tags),
         "file": re.sub(r"[_\-]+", " ", memory.file[:-3]),
     }
     described: Counter[str] = Counter()
@@ -281,7 +320,7 @@ def build(memory: Memory, mtime: float) -> tuple[Entry, Tokens]:
             described[token] += weight
     paragraphs, counts = [], []
     left = MAX_SEGMENTED_CHARS  # what jieba may still cut in this memory; then pairs only
-    for start, end, text in split_paragraphs(memory.body, memory.body_line):
+    for start, end, text in split_paragraphs(shown.body, memory.body_line):
         tf = Counter(document_tokens(text, words=left))
         left -= len(text)
         if tf:
@@ -291,8 +330,8 @@ def build(memory: Memory, mtime: float) -> tuple[Entry, Tokens]:
     entry = Entry(
         file=memory.file,
         version=memory.version,
-        name=memory.name,
-        description=memory.description,
+        name=shown.name,
+        description=shown.description,
         type=memory.type,
         updated=memory.updated,
         mtime=mtime,
@@ -301,23 +340,62 @@ def build(memory: Memory, mtime: float) -> tuple[Entry, Tokens]:
         body_start=memory.body_line,
         body_end=memory.body_line + max(body_lines, 1) - 1,
         paragraphs=tuple(paragraphs),
+        secrets=tuple(sorted(found)),
     )
     return entry, Tokens(dict(described), tuple(counts))
 
 
+class _Shown(NamedTuple):
+    """What of a memory is indexed and shown, its secrets redacted."""
+
+    name: str
+    description: str
+    aliases: tuple[str, ...]
+    tags: tuple[str, ...]
+    body: str
+
+
+def _shown(
+    memory: Memory, text: str, found: list[tuple[int, int]], scan: Callable[[str], list[Any]]
+) -> _Shown:
+    """`memory` with the secrets at `found` (in its file's `text`) redacted from its body, and
+    those `scan` finds in each field (parsed from YAML, a field is not the file's text)."""
+    lines = split_lines(text)
+    offset = sum(len(line) for line in lines[: memory.body_line - 1])
+    raw = text[offset:]
+    if raw.replace("\r\n", "\n") == memory.body:
+        body = secrets.redact(raw, [(a - offset, b - offset) for a, b in found if b > offset])
+        body = body.replace("\r\n", "\n")
+    else:  # not the file's own text: scan the body by itself
+        body = secrets.redact(memory.body, scan(memory.body))
+
+    def clean(value: str) -> str:
+        return secrets.redact(value, scan(value)) if value else value
+
+    return _Shown(
+        clean(memory.name),
+        clean(memory.description),
+        tuple(clean(a) for a in memory.aliases),
+        tuple(clean(t) for t in memory.tags),
+        body,
+    )
+
+
 def index_file(
-    name: str, data: bytes, mtime: float
-) -> tuple[tuple[Any, ...], tuple[dict[str, int], list[dict[str, int]]]] | str | None:
-    """What the cache stores for one file: its entry's fields and its tokens; "merge-conflict"
-    for a memory with unresolved git conflict markers (left out, and the injection says so:
-    half of each side, markers and all, is no memory to act on); None when the file is not a
-    usable memory (`list` and `check` say why)."""
+    name: str, data: bytes, mtime: float, full: bool = True
+) -> tuple[dict[str, Any], tuple[dict[str, int], list[dict[str, int]]]] | str | None:
+    """What the cache stores for one file: its entry's fields (by name) and its tokens;
+    "merge-conflict" for a memory with unresolved git conflict markers (left out, and the
+    injection says so: half of each side, markers and all, is no memory to act on); None when
+    the file is not a usable memory (`list` and `check` say why). Its secrets are found by
+    the full scan, or (`full` False: the prompt hook, within its deadline) the pattern pass."""
     from ..store.memory import parse_memory  # YAML is loaded only when a file needs indexing
 
     if conflict_marker_line(data.decode("utf-8", "replace")) is not None:
         return MERGE_CONFLICT
     try:
-        entry, tokens = build(parse_memory(name, data), mtime)
+        memory = parse_memory(name, data)
+        entry, tokens = build(memory, mtime, data.decode("utf-8"), full=full)
     except SagememError:
         return None
     return _fields(entry), (dict(tokens.description), [dict(p) for p in tokens.paragraphs])
@@ -409,22 +487,144 @@ def verify(memory_dir: Path, state_dir: Path) -> str | None:
 def _decode(name: Any, raw: Any) -> Entry:
     """An entry as the index stores it. Its file name passes the rule every name from outside
     passes, and is the row's own name, so nothing read from an index (which may have come with
-    a clone) can point outside the directory."""
+    a clone) can point outside the directory; every field has its type (`shown` redacts what
+    it shows)."""
     try:
         entry = _entry(json.loads(raw))
-    except (ValueError, TypeError, RecursionError) as exc:
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
         raise cache.CacheDamaged(f"an entry does not decode: {exc}") from None
     if not isinstance(name, str) or entry.file != name or not is_memory_name(name):
         raise cache.CacheDamaged(f"an entry names {entry.file!r}, not a memory file of this directory")
     return entry
 
 
-def _fields(entry: Entry) -> tuple[object, ...]:
-    values = list(entry)
-    values[-1] = tuple((p.start, p.end) for p in entry.paragraphs)
-    return tuple(values)
+def shown(value: str) -> str:
+    """Text of an entry (its description) as it may be shown: with what the pattern pass finds
+    redacted, as the index did when it built the entry (`secrets.shown`). Applied where an
+    entry is shown, not where it is ranked: a forged index's entry shows no secret either."""
+    return secrets.shown(value)
+
+
+# How an entry is stored: each field by its name, of its JSON type exactly (JSON's `true` is
+# no line number). Checked as one tuple of types against the allowed ones: an entry is
+# decoded for every candidate of a query.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "file": (str,),
+    "version": (str,),
+    "name": (str,),
+    "description": (str,),
+    "type": (str,),
+    "updated": (str, type(None)),
+    "mtime": (int, float),
+    "baseline": (bool,),
+    "baseline_priority": (int, float),
+    "body_start": (int,),
+    "body_end": (int,),
+}
+_VALUES = operator.itemgetter(*_TYPES)
+_ALLOWED = frozenset(itertools.product(*_TYPES.values()))
+MAX_SPANS = 100_000  # a 512 KiB memory holds fewer findings than this
+MAX_OFFSET = 1 << 24
+
+
+def _fields(entry: Entry) -> dict[str, Any]:
+    found = entry._asdict()
+    found["paragraphs"] = [[p.start, p.end] for p in entry.paragraphs]
+    found["secrets"] = [list(span) for span in entry.secrets]
+    return found
 
 
 def _entry(fields: Any) -> Entry:
-    *head, paragraphs = fields
-    return Entry(*head, tuple(Paragraph(*p) for p in paragraphs))
+    if type(fields) is not dict:
+        raise TypeError("an entry is a JSON object")
+    values = _VALUES(fields)
+    if tuple(map(type, values)) not in _ALLOWED:
+        wrong = next(k for k, v in zip(_TYPES, values, strict=True) if type(v) not in _TYPES[k])
+        raise TypeError(f"{wrong} is {type(fields[wrong]).__name__}")
+    return Entry(  # type: ignore[misc]  # `values` are the fields before these two
+        *values,
+        paragraphs=tuple(itertools.starmap(Paragraph, _pairs(fields["paragraphs"], "a paragraph's lines"))),
+        secrets=tuple(_pairs(fields.get("secrets", []), "a secret's place")),
+    )
+
+
+def _pairs(value: Any, what: str) -> list[tuple[int, int]]:
+    """A list of pairs of whole numbers, the first not above the second: line numbers or
+    offsets."""
+    if type(value) is not list or len(value) > MAX_SPANS:
+        raise TypeError(f"{what}: a list of at most {MAX_SPANS:,} pairs is expected")
+    try:
+        pairs = [(first, second) for first, second in value]
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} is not a pair") from None
+    if not all(type(a) is int and type(b) is int and 0 <= a <= b <= MAX_OFFSET for a, b in pairs):
+        raise TypeError(f"{what} is not two whole numbers in order")
+    return pairs
+
+
+# --- the full scan the prompt hook leaves for later -----------------------------------------
+
+# `python -c` with the current directory taken off the path: neither the project nor a state
+# directory that came with it can shadow this installation's sagemem.
+_FULL_SCAN = (
+    "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+    "from sagemem.search.corpus import full_scan; full_scan(sys.argv[1:])"
+)
+FULL_SCAN_AFTER = 60.0  # seconds: a scan started this recently and not done (running, failed) waits
+
+
+def full_scan_later(places: Sequence[tuple[Path, Path, Path]]) -> bool:
+    """Start, detached, a process that reads again with the full scan the files that the
+    prompt hook indexed with the pattern pass alone, for each (memory dir, state dir, index
+    file); whether one was started. Never waited for: its own session, standard streams on the
+    null device (never a pipe a harness reads to its end, never a FIFO), run from `/` by this
+    Python. A scan that started in the last `FULL_SCAN_AFTER` seconds and has not finished
+    (it is running, or it failed) is not started again, and the scan's lock keeps two from
+    running on one index."""
+    argv: list[str] = []
+    for memory_dir, state_dir, index in places:
+        try:
+            stamp = os.stat(_scan_lock(index)).st_mtime
+        except OSError:
+            stamp = 0.0
+        if time.time() - stamp >= FULL_SCAN_AFTER:
+            argv += [str(p.absolute()) for p in (memory_dir, state_dir, index)]
+    if not argv:
+        return False
+    actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    command = [sys.executable, "-c", _FULL_SCAN, *argv]
+    try:
+        os.posix_spawn(sys.executable, command, os.environ, file_actions=actions, setsid=True)
+    except NotImplementedError:  # no POSIX_SPAWN_SETSID here: its own process group will do
+        os.posix_spawn(sys.executable, command, os.environ, file_actions=actions, setpgroup=0)
+    return True
+
+
+def full_scan(argv: Sequence[str]) -> None:
+    """The detached process's work: for each memory dir, state dir and index file in `argv`,
+    under the index's scan lock (taken at once, or left to the process that holds it), bring
+    the index up to date without a deadline, so every file the pattern pass alone has read is
+    read again with the full scan. Failures go to the hook's log; nothing is printed."""
+    from ..store.locking import LockTimeout, exclusive
+    from ..store.log import log_once
+
+    os.chdir(os.sep)
+    for memory_dir, state_dir, index in zip(argv[::3], argv[1::3], argv[2::3], strict=False):
+        memory, state, lock = Path(memory_dir), Path(state_dir), _scan_lock(Path(index))
+        if not memory.is_dir():
+            continue  # gone since the hook ran: nothing to scan
+        try:
+            with exclusive(lock, 0):
+                os.utime(lock)  # started: the hook starts no other for a while
+                load(memory, state).close()
+                os.utime(lock, (0, 0))  # done: the next file the hook indexes has its scan at once
+        except LockTimeout:
+            continue  # another process holds the lock: it is scanning now
+        except Exception as exc:  # noqa: BLE001 - a detached process has no one else to tell
+            message = f"full scan in the background failed: {type(exc).__name__}: {exc}"
+            log_once(state, message, "hook.log", once=False)
+
+
+def _scan_lock(index: Path) -> Path:
+    """The full scan's lock and stamp, beside the index it scans for."""
+    return index.with_name(index.name + ".scan")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..store import ledger as access
+from ..store import secrets
 from ..store.command import command_line
 from ..store.config import STATE_DIR_NAME, Scope, Settings, state_places
 from ..store.errors import SagememError
@@ -71,6 +72,9 @@ CARD_TEXT = {
     "en": {
         "held": "Memory gap: {n} more related memor{ies} found but not shown ({why}). "
         "Best lead: {file} — {description}. To read it: `{cmd} read {file}`.",
+        "held-secret": "Memory gap: {n} more related memor{ies} found but not shown ({why}). "
+        "Best lead: {file} — {description}. It holds a likely secret, so do not read it whole: "
+        "`{cmd} search` shows it redacted, and `{cmd} check` names the secret for the user to move out.",
         "budget": "session budget",
         "score": "lower score",
         "none": "Memory gap: no memory matches this message. Do not guess what was decided before: "
@@ -85,6 +89,9 @@ CARD_TEXT = {
     "zh": {
         "held": "记忆缺口：另有 {n} 条相关记忆已找到但未显示（{why}）。"
         "最值得看的是 {file} — {description}。读取：`{cmd} read {file}`。",
+        "held-secret": "记忆缺口：另有 {n} 条相关记忆已找到但未显示（{why}）。"
+        "最值得看的是 {file} — {description}。它含有疑似密钥，不要整篇读取："
+        "`{cmd} search` 会打码显示，`{cmd} check` 会指出密钥，请用户把它移出记忆。",
         "budget": "会话预算已满",
         "score": "得分较低",
         "none": "记忆缺口：没有记忆与这条消息相关。不要猜测之前的决定：请问用户，"
@@ -110,6 +117,9 @@ class Injection(NamedTuple):
     session_used: int
     budget: int
     diagnostics: dict[str, Any]  # for SAGEMEM_DEBUG; not part of the result
+    # (memory dir, state dir, index file) of each scope whose index holds files only the
+    # pattern pass has read: the hook has them read again with the full scan, once it answers.
+    unscanned: tuple[tuple[Path, Path, Path], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -299,7 +309,7 @@ class _Plan:
         lang: str,
         task: str | None,
     ) -> None:
-        self.shelves, self.result = shelves, result
+        self.shelves, self.result, self.scopes = shelves, result, scopes
         self.dirs = {shelf.scope: scope.memory_dir for shelf, scope in zip(shelves, scopes, strict=True)}
         # A harness's own folder: its index lines are in the model's context already.
         self.native = {shelf.scope for shelf, scope in zip(shelves, scopes, strict=True) if scope.native}
@@ -446,6 +456,11 @@ class _Plan:
             session_used=ledger.used,
             budget=budget,
             diagnostics=diagnostics,
+            unscanned=tuple(
+                (scope.memory_dir, scope.state_dir, index)
+                for shelf, scope in zip(self.shelves, self.scopes, strict=True)
+                if (index := shelf.corpus.unscanned) is not None
+            ),
         )
 
     def _draw(
@@ -489,7 +504,7 @@ class _Plan:
         """The snippet to show, None when there is nothing to show: the file changed, or
         (in a harness's own folder, whose MEMORY.md lines the harness has put in the context
         already) a memory with no body, whose snippet would only repeat its index line."""
-        found = read_snippet(self.dirs[scope], entry, start, end, scope=scope)
+        found = read_snippet(self.dirs[scope], entry, start, end, scope=scope, limit=SHOWN_CHARS)
         if found is not None and scope in self.native and found.end < entry.body_start:
             return None
         return found
@@ -503,15 +518,19 @@ class _Plan:
         count = len(held) + len(omitted)
         if count:
             # The best lead: what the budget kept out (it scored higher), else the best held back.
-            file, description = (
-                (omitted[0].file, omitted[0].description) if omitted else (held[0].file, held[0].description)
+            # One that holds a secret is not sent to a whole read: that would show it raw.
+            file, description, secret = (
+                (omitted[0].file, omitted[0].description, omitted[0].secret)
+                if omitted
+                else (held[0].file, held[0].description, bool(held[0].entry.secrets))
             )
             why = t["budget"] if omitted else t["score"]
             plural = "y" if count == 1 else "ies"
+            text = t["held-secret" if secret else "held"]
 
-            def card(text: str) -> str:
-                return t["held"].format(
-                    n=count, ies=plural, why=why, file=file, description=text, cmd=command_line()
+            def card(shown: str) -> str:
+                return text.format(
+                    n=count, ies=plural, why=why, file=file, description=shown, cmd=command_line()
                 )
 
             description = " ".join((description or file).split())
@@ -551,11 +570,12 @@ class _Plan:
         t = CARD_TEXT[self.lang]
         bare = [item.strip() for item in _DONE_ITEM.findall(text) if not _EVIDENCE.search(item)]
         undone = ""
-        if bare:
-            items = "; ".join(f'"{item[:60]}"' for item in bare[:3])
+        if bare:  # redacted whole, then cut: a cut secret is no longer found
+            items = "; ".join(f'"{secrets.shown(item)[:60]}"' for item in bare[:3])
             undone = t["undone"].format(n=len(bare), items=items)
         rev = hashlib.sha256(data).hexdigest()[:8]
-        return " ".join(t["task"].format(task=self.task, rev=rev, path=path, undone=undone).split("\n"))
+        line = t["task"].format(task=self.task, rev=rev, path=path, undone=undone)
+        return secrets.shown(" ".join(line.split("\n")))  # a task named with a secret, too
 
 
 def _fit(card: Callable[[str], str], files: list[str]) -> str:
@@ -589,25 +609,52 @@ def _reason(exc: Exception) -> str:
 
 
 def read_snippet(
-    memory_dir: Path, entry: Entry, start: int, end: int, *, scope: str = ""
+    memory_dir: Path, entry: Entry, start: int, end: int, *, scope: str = "", limit: int | None = None
 ) -> render.Snippet | None:
-    """Lines `start`..`end` of a memory, blank edge lines trimmed; None if the file changed
-    since it was indexed (the next call sees the new text) or cannot be read. In a set of
-    several scopes, the snippet is named with its scope (`user:user_profile.md`)."""
+    """Lines `start`..`end` of a memory, blank edge lines trimmed, its likely secrets redacted;
+    None if the file changed since it was indexed (the next call sees the new text) or cannot
+    be read. In a set of several scopes, the snippet is named with its scope
+    (`user:user_profile.md`). With `limit`, the text is cut after that many characters (the
+    rest is not shown: an injection shows the first `render.MAX_SNIPPET_CHARS`).
+
+    What is redacted: the secrets the index found (the full scan's, when the file was indexed
+    outside the prompt's deadline), a private key's block that begins above the lines, and
+    what the pattern pass finds in the lines shown now, so an index that came with a clone,
+    stale or forged, hides from no snippet what the pattern pass finds. Every snippet shown,
+    injected or asked for (`search`, MCP `memory_search`), is read here. The file itself is not
+    changed: it is the person's, and `check` names what it holds."""
     try:
         data = read_bytes(memory_dir / entry.file)
     except SagememError:
         return None
     if hashlib.sha256(data).hexdigest() != entry.version:
         return None
-    lines = split_lines(data.decode("utf-8"))[start - 1 : end]
+    text = data.decode("utf-8")
+    every = split_lines(text)
+    first = sum(map(len, every[: start - 1]))
+    last = first + sum(map(len, every[start - 1 : end]))
+    found = [*entry.secrets, *secrets.private_keys(text, first, last)]
+    lines = split_lines(secrets.redact(text, found))[start - 1 : end] if found else every[start - 1 : end]
     while lines and not lines[0].strip():
         lines, start = lines[1:], start + 1
     while lines and not lines[-1].strip():
         lines, end = lines[:-1], end - 1
     if not lines:  # no body: the memory is its frontmatter, and its description says it all
         start, end = 1, max(1, entry.body_start - 1)
-    text = "".join(line.rstrip("\r\n") + "\n" for line in lines)
+    body = "".join(line.rstrip("\r\n") + "\n" for line in lines)
+    if limit is not None:  # a secret reaching into what is shown is read whole
+        body = body[: limit + _SCAN_MARGIN]
+    shown = secrets.shown(body)
+    secret = bool(found) or shown != body
     name = f"{scope}:{entry.file}" if scope else entry.file
     age = render.age_days(entry.updated, entry.mtime)
-    return render.Snippet(name, start, end, entry.description, text, age, scope)
+    description = corpus_module.shown(entry.description)
+    text = shown if limit is None else shown[:limit]
+    return render.Snippet(name, start, end, description, text, age, scope, secret)
+
+
+# What of a snippet an injection may show: `render` shows `MAX_SNIPPET_CHARS` of it and marks
+# the cut; the pattern pass reads `_SCAN_MARGIN` further, so a secret that begins within them
+# is found whole, and a huge paragraph costs no more than a short one.
+SHOWN_CHARS = render.MAX_SNIPPET_CHARS + 256
+_SCAN_MARGIN = 16 * 1024

@@ -34,6 +34,8 @@ TEMPLATES = {
         "age": " (saved {days} days ago)",
         "age_one": " (saved 1 day ago)",
         "truncated": "… [truncated; read the rest with `{cmd} read {file} --lines {start}-{end}`]",
+        "truncated-secret": "… [truncated; the file holds a likely secret, redacted here: `{cmd} search` "
+        "shows the rest redacted, `{cmd} read` would not]",
         "status": "(sagemem: {count} injected; this session {used} of {limit}{omitted}{left})",
         "omitted": "; {n} more not shown, read with `{cmd} read FILE`",
         "left": "; left out until its git merge conflict is resolved: {files}",
@@ -47,6 +49,8 @@ TEMPLATES = {
         "age": "（保存于 {days} 天前）",
         "age_one": "（保存于 1 天前）",
         "truncated": "…（截断；其余部分用 `{cmd} read {file} --lines {start}-{end}` 读取）",
+        "truncated-secret": "…（截断；该文件含有疑似密钥，此处已打码：`{cmd} search` 会打码显示其余部分，"
+        "`{cmd} read` 不会）",
         "status": "（sagemem：本次注入 {count} 条；本会话累计 {used} / 上限 {limit}{omitted}{left}）",
         "omitted": "；另有 {n} 条未显示，需要时用 `{cmd} read 文件名` 读取",
         "left": "；有未解决的 git 合并冲突、暂不注入：{files}",
@@ -64,6 +68,7 @@ class Snippet(NamedTuple):
     text: str
     age_days: int | None
     scope: str = ""  # its scope in a set of several ("" for a lone directory)
+    secret: bool = False  # the file holds a likely secret, redacted here
 
 
 def age_days(updated: str | None, mtime: float, now: dt.datetime | None = None) -> int | None:
@@ -95,7 +100,7 @@ def snippet_part(snippet: Snippet, lang: str) -> str:
         lines.append(_cut(snippet.description, MAX_DESCRIPTION_CHARS))
     text = snippet.text.strip("\n")
     if len(text) > MAX_SNIPPET_CHARS:
-        marker = t["truncated"].format(
+        marker = t["truncated-secret" if snippet.secret else "truncated"].format(
             cmd=command_line(), file=snippet.file, start=snippet.start, end=snippet.end
         )
         text = text[:MAX_SNIPPET_CHARS].rstrip() + "\n" + marker

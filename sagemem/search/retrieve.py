@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..store.config import Settings
 from ..store.names import name_key
 from .bm25 import Index
-from .corpus import Corpus, Entry
+from .corpus import Corpus, Entry, shown
 from .tokenize import query_tokens
 
 if TYPE_CHECKING:
@@ -81,7 +81,8 @@ class Hit(NamedTuple):
 
     @property
     def description(self) -> str:
-        return self.entry.description
+        """What the memory's description shows: redacted as the index redacts (`corpus.shown`)."""
+        return shown(self.entry.description)
 
     @property
     def version(self) -> str:
@@ -182,7 +183,11 @@ def search(
     if len(admitted) > settings.candidates:  # names break ties, so keep every tie at the edge
         edge = admitted[settings.candidates - 1][0]
         admitted = [a for a in admitted if a[0] >= edge]
-    admitted.sort(key=lambda a: (-a[0], *_name_key(entry(a[2]).file), shelves[a[2][0]].scope))
+
+    def file(key: tuple[int, int]) -> str:  # from its row: a tie need not decode every entry
+        return shelves[key[0]].corpus.file(key[1])
+
+    admitted.sort(key=lambda a: (-a[0], *_name_key(file(a[2])), shelves[a[2][0]].scope))
     chosen = {key: share for _, share, key, _ in admitted[: settings.candidates]}
     described_by = {key: which for _, _, key, which in admitted[: settings.candidates]}
 

@@ -16,13 +16,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..store import shape
 from ..store.errors import SagememError
-from ..store.files import read_state, safe_folder, write_atomic
+from ..store.files import safe_folder, write_atomic
 from ..store.locking import exclusive
 
 MAX_AGE_SECONDS = 7 * 24 * 3600
 LOCK_TIMEOUT = 10.0
 MAX_LEDGER_BYTES = 1024 * 1024
+# A session's ledger as `Ledger.to_dict` writes it (ASCII JSON: any code point survives).
+_FIELDS = {
+    "used": shape.count,
+    "reserve_used": shape.count,
+    "injected": shape.table(shape.any_text, key=shape.any_text),
+    "last_query": shape.any_text,
+    "baseline_done": shape.flag,
+    "cards": shape.each(shape.any_text),
+    "reads": shape.table(shape.any_text, key=shape.any_text),
+}
+RECORD = shape.obj({}, {"session": shape.any_text, **_FIELDS})
 
 
 class Ledger:
@@ -69,8 +81,11 @@ def open_ledger(state_dir: Path, session: str, *, reset: bool = False) -> Iterat
     with exclusive(path.with_suffix(".lock"), LOCK_TIMEOUT):
         # A reset (compaction, /clear) starts the budget and repeats afresh; the versions the
         # agent has read stay, so its next edit is not refused as unread.
-        ledger = Ledger(session, reads=_load(path, session).reads) if reset else _load(path, session)
+        found, damaged = _load(path, session)
+        ledger = Ledger(session, reads=found.reads) if reset else found
         yield ledger
+        if damaged:
+            shape.clear_folder(path)  # a file is replaced by the write; a folder is set aside
         fresh = not os.path.lexists(path)
         # ASCII JSON: a session id with a lone surrogate (valid JSON, not UTF-8) still saves.
         # Not durable: a power cut may cost the session its budget and repeats, nothing more.
@@ -109,20 +124,32 @@ def prune(folder: Path, now: float | None = None) -> None:
                         os.unlink(path)
 
 
-def _load(path: Path, session: str) -> Ledger:
-    """The ledger at `path`; a missing, damaged or refused one (a link, a FIFO, too large)
-    starts afresh, and is replaced on save."""
+def _load(path: Path, session: str) -> tuple[Ledger, bool]:
+    """The ledger at `path`, and whether it was damaged. A missing one, or one that cannot be
+    used as it stands (a link, a FIFO, a folder, too large, not JSON, a field of the wrong
+    type), starts afresh and is replaced on save: it holds one session's budget and repeats,
+    nothing a person wrote."""
     try:
-        data = json.loads(read_state(path, MAX_LEDGER_BYTES) or b"{}")
-        return Ledger(
-            session=session,
-            used=int(data.get("used", 0)),
-            reserve_used=int(data.get("reserve_used", 0)),
-            injected={str(k): str(v) for k, v in dict(data.get("injected", {})).items()},
-            last_query=str(data.get("last_query", "")),
-            baseline_done=bool(data.get("baseline_done", False)),
-            cards=[str(c) for c in data.get("cards", [])],
-            reads={str(k): str(v) for k, v in dict(data.get("reads", {})).items()},
-        )
-    except (OSError, SagememError, ValueError, TypeError, AttributeError, RecursionError):
-        return Ledger(session)
+        data = shape.load(path, MAX_LEDGER_BYTES, RECORD)
+    except shape.Damaged:
+        return Ledger(session), True
+    if data is None:
+        return Ledger(session), False
+    return Ledger(session, **{key: data[key] for key in _FIELDS if key in data}), False
+
+
+def damaged(state_dir: Path) -> list[tuple[Path, str]]:
+    """(path, what is wrong) for each session ledger that cannot be used as it stands."""
+    found = []
+    try:
+        folder = safe_folder(state_dir, "sessions", create=False)
+        names = sorted(os.listdir(folder))
+    except (OSError, SagememError):
+        return []  # a folder that is a link is `check`'s state-link finding
+    for name in names:
+        if name.endswith(".json"):
+            try:
+                shape.load(folder / name, MAX_LEDGER_BYTES, RECORD, under=state_dir)
+            except shape.Damaged as exc:
+                found.append((exc.path, f"{exc.why}; that session starts afresh (its budget and repeats)"))
+    return found

@@ -20,9 +20,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import frontmatter
+from . import frontmatter, shape
 from .errors import SagememError
-from .files import read_state, safe_folder, write_atomic
+from .files import safe_folder, write_atomic
 from .locking import exclusive
 from .names import name_key
 
@@ -33,6 +33,7 @@ DEFAULT_REASON = "archived by hand"
 LOCK_TIMEOUT = 10.0
 MAX_LOCKS_BYTES = 1024 * 1024
 MAX_REASON_CHARS = 500
+_LOCKS = shape.table(shape.one_of(True))  # {name_key: true}, as `set_locked` writes it
 
 
 class MemoryLocked(SagememError):
@@ -101,18 +102,24 @@ def without_trace(text: str, file: str) -> str:
 
 def locked(state_dir: Path) -> set[str]:
     """The locked names (compared by `name_key`). A damaged lock file is an error, not "no
-    locks": reading it as empty would let every locked memory be archived."""
+    locks": reading it as empty would let every locked memory be archived. It is damaged when
+    it is not an object of names each set to `true`, the one value `set_locked` writes."""
     path = state_dir / "locked.json"
     try:
-        raw = read_state(path, MAX_LOCKS_BYTES, under=state_dir)
-        if raw is None:
-            return set()
-        data = json.loads(raw)
-    except (OSError, SagememError, ValueError, RecursionError) as exc:
-        raise SagememError(f"{path}: cannot be read ({exc}); fix or remove it before archiving") from None
-    if not isinstance(data, dict):
-        raise SagememError(f"{path}: is not a JSON object; fix or remove it before archiving")
-    return {str(k) for k, v in data.items() if v is True}
+        data = shape.load(path, MAX_LOCKS_BYTES, _LOCKS, under=state_dir)
+    except shape.Damaged as exc:
+        raise SagememError(f"{path}: cannot be read ({exc.why}); fix or remove it before archiving") from None
+    return set() if data is None else set(data)
+
+
+def problems(state_dir: Path) -> list[tuple[Path, str]]:
+    """(path, what is wrong) for a damaged lock file."""
+    path = state_dir / "locked.json"
+    try:
+        shape.load(path, MAX_LOCKS_BYTES, _LOCKS, under=state_dir)
+    except shape.Damaged as exc:
+        return [(path, f"{exc.why}; every archive path is refused until it is fixed or removed")]
+    return []
 
 
 def set_locked(state_dir: Path, file: str, value: bool) -> bool:

@@ -21,15 +21,14 @@ current directory (project memory, found the way git finds `.git`), else
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import os
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import SagememError
-from .files import read_state
+from . import shape
 
 PROJECT_DIR = Path(".sagemem") / "memory"
 STATE_DIR_NAME = ".sagemem"
@@ -202,11 +201,20 @@ def locate_scopes(
 
 def adopted_state_dir(folder: Path, env: Mapping[str, str] | None = None) -> Path:
     """Where sagemem keeps its state for a harness's own memory folder: under the home
-    folder's `.sagemem/adopted/`, never in the harness's folder."""
+    folder's `.sagemem/adopted/`, never in the harness's folder. When `adopted` is a link (or
+    not a folder), that is what is returned: as a state dir it is refused like any other link
+    (nothing is read or written through it, and `check` names it), so no state of this
+    folder's ever lands wherever the link points."""
     env = os.environ if env is None else env
     home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    adopted = home / ADOPTED_DIR
+    try:
+        if not stat.S_ISDIR(os.lstat(adopted).st_mode):
+            return adopted
+    except OSError:
+        pass  # not made yet: it is made as a folder, by the first write
     key = hashlib.sha256(str(folder).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return home / ADOPTED_DIR / f"claude-{key}"
+    return adopted / f"claude-{key}"
 
 
 def _scope(name: str, memory_dir: Path, state_dir: Path, rule: str) -> Scope:
@@ -345,13 +353,7 @@ _SPENDING = {
 
 def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
-    stored: dict[str, object] = {}
-    try:  # a link, a FIFO, a huge or a damaged file reads as no settings
-        raw = read_state(state_dir / "settings.json", MAX_SETTINGS_BYTES, under=state_dir)
-        loaded = json.loads(raw or b"{}")
-        stored = loaded if isinstance(loaded, dict) else {}
-    except (OSError, SagememError, ValueError, RecursionError):
-        pass
+    stored = _stored(state_dir)[0]
     values: dict[str, object] = {}
     defaults = Settings()
     for name, (variable, low, high) in _RANGES.items():
@@ -390,13 +392,60 @@ def load_settings(state_dir: Path, env: Mapping[str, str] | None = None) -> Sett
     return Settings(**values)  # type: ignore[arg-type]
 
 
+def settings_problems(state_dir: Path) -> list[tuple[Path, str]]:
+    """(path, what is wrong) for a settings file that cannot be read, or that holds a value
+    `load_settings` ignores (of the wrong type, or out of its range)."""
+    path = state_dir / "settings.json"
+    stored, why = _stored(state_dir)
+    if why:
+        return [(path, f"{why}; no setting is read from it, the defaults are used")]
+    wrong = [f"{name} {what}" for name, raw in stored.items() if (what := _ignored(name, raw))]
+    if not wrong:
+        return []
+    return [(path, f"{'; '.join(wrong)}: ignored, the default (or the environment's value) is used")]
+
+
+def _stored(state_dir: Path) -> tuple[dict[str, object], str]:
+    """The settings file's values, and what is wrong with it when it cannot be read (a link,
+    a FIFO, too large, not a JSON object): then it holds none."""
+    try:
+        found = shape.load(state_dir / "settings.json", MAX_SETTINGS_BYTES, shape.obj({}), under=state_dir)
+    except shape.Damaged as exc:
+        return {}, exc.why
+    return found or {}, ""
+
+
+def _ignored(name: str, raw: object) -> str:
+    """Why `load_settings` ignores the stored value `raw` of setting `name` ("" when it
+    does not; unknown names and those read from the environment only are not judged)."""
+    if name in _RANGES:
+        _, low, high = _RANGES[name]
+        value = _number(raw, type(getattr(Settings(), name)))
+        fits = value is not None and low <= value <= high
+        shown = [str(int(n)) if n == int(n) else str(n) for n in (low, high)]
+        return "" if fits else f"is not a number from {shown[0]} to {shown[1]}"
+    if name == "lang":
+        return "" if isinstance(raw, str) and raw.lower()[:2] in ("en", "zh") else "is not en or zh"
+    if name == "scopes":
+        names = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, list) else None
+        if names is None or not all(isinstance(n, str) and n.strip() in SCOPE_NAMES for n in names):
+            return f"is not a list of scope names ({', '.join(SCOPE_NAMES)})"
+        return ""
+    if name == "rules":
+        return "" if isinstance(raw, (bool, str)) else "is not true or false"
+    if name in ("dream_base_url", "dream_model"):
+        fine = isinstance(raw, str) and raw.strip() and len(raw) < 2048
+        return "" if fine else "is not text (of at most 2047 characters)"
+    return ""
+
+
 def _number(raw: object, kind: type) -> float | int | None:
     if raw is None or isinstance(raw, bool) or raw == "":
         return None
     try:
         value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    if value != value:
+    if not math.isfinite(value):
         return None
     return int(value) if kind is int and value == int(value) else (value if kind is float else None)

@@ -46,6 +46,9 @@ from .text import to_lf
 GITIGNORE_LINES = (".sagemem/", ".*.tmp")
 MAX_DOTFILE_BYTES = 1024 * 1024
 GITATTRIBUTES_LINES = ("*.md text eol=lf", "MEMORY.md merge=union")
+# What a person does when a memory is saved but its index line is not (a full disk, a
+# MEMORY.md that is not a file): the memory is safe, and the index can be made again.
+_INDEX_FIX = "once that is fixed, `sagemem index --rebuild` writes the line"
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,9 @@ class Directory:
         if unknown:
             raise SagememError(f"unknown field(s): {', '.join(sorted(unknown))}")
         guard.check_version(expected_version, prefix=short_version)
-        if not fields and body is None:
+        if not fields and body is None:  # nothing to write, but the version is still checked
+            file = self._existing_name(check_name(file))
+            guard.check_unchanged(self.memory_dir / file, expected_version)
             return self.get(file)
         fields.setdefault("updated", dt.date.today())
         changes = {FIELD_KEYS[k]: (frontmatter.DELETE if v is None else _plain(v)) for k, v in fields.items()}
@@ -342,13 +347,14 @@ class Directory:
 
     def take_out(self, file: str, *, expected_version: str, writer: str = "") -> None:
         """Remove a memory whose bytes now live on in another scope (`MemorySet.move`), and
-        its index line; only if it is still `expected_version` (else `VersionConflict`, the
-        attempt recorded, nothing removed). Nothing else in sagemem deletes a memory."""
+        its index line; only if it is still `expected_version` (else `VersionConflict` and
+        nothing removed: the memory lives on where it was, so there is no attempt to keep).
+        Nothing else in sagemem deletes a memory."""
         guard.check_version(expected_version)
         file = self.resolve(file)
         path = self.memory_dir / file
         with self._lock(path):
-            guard.refuse_if_changed(path, expected_version, self.state_dir, writer, "moved to another scope")
+            guard.check_unchanged(path, expected_version)
             os.unlink(path)
             fsync_dir(self.memory_dir)
         self._after_move(file, lambda: self._edit_index(lambda old: index.remove(old, file)))
@@ -589,7 +595,8 @@ class Directory:
         except (SagememError, OSError) as exc:
             # The memory is safely written; failing now would invite a retry that conflicts.
             warnings.warn(
-                f"{file} was written (version {version}), but MEMORY.md could not be updated: {exc}",
+                f"{file} was written (version {version}), but MEMORY.md could not be updated: {exc}; "
+                f"{_INDEX_FIX}",
                 SagememWarning,
                 stacklevel=3,
             )
@@ -655,7 +662,9 @@ class Directory:
             update_index()
         except (SagememError, OSError) as exc:
             warnings.warn(
-                f"{file} was moved, but MEMORY.md could not be updated: {exc}", SagememWarning, stacklevel=3
+                f"{file} was moved, but MEMORY.md could not be updated: {exc}; {_INDEX_FIX}",
+                SagememWarning,
+                stacklevel=3,
             )
 
     def _edit_index(self, change: Callable[[str], str]) -> None:

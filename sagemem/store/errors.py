@@ -86,7 +86,8 @@ class VersionConflict(SagememError):
     """The file changed since the version the write was based on; nothing was written.
 
     The attempt is kept in the conflict queue; `kept` is False when even that could not be
-    written (a full disk), and `note` then says why."""
+    written (a full disk), and `note` then says why. A `conflict_id` of "" means nothing was
+    proposed (a check of the version, a removal), so there is nothing to keep."""
 
     exit_code = 3
 
@@ -111,7 +112,9 @@ class VersionConflict(SagememError):
             what = f"was deleted since version {expected[:12]}"
         else:
             what = f"changed since version {expected[:12]} (now {actual[:12]})"
-        if kept:
+        if not conflict_id:
+            fate = "Nothing was proposed, so no conflict is kept: read it again"
+        elif kept:
             fate = f"Your version is kept as conflict {conflict_id} (sagemem conflicts show {conflict_id})"
         else:
             fate = "Your version could not be kept as a conflict; save it elsewhere before you retry"

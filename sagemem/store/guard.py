@@ -32,12 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import shape
 from .config import STATE_DIR_NAME, fallback_state_dir, state_places
 from .errors import ConflictNotFound, MemoryNotFound, SagememError, VersionConflict
 from .files import TEMP_SUFFIX, read_bytes, read_state, safe_folder, write_atomic
 from .locking import exclusive
 from .memory import version_of
-from .names import check_name, name_key
+from .names import check_stored_name, name_key
 
 LOCK_TIMEOUT = 30.0
 # A record holds two file texts, JSON-escaped (up to 6 bytes a character for control characters).
@@ -47,6 +48,33 @@ _RESOLVED_NAME = re.compile(r"\A[0-9a-f]{16}(-\d+)?\Z")
 _VERSION = re.compile(r"\A[0-9a-f]{64}\Z")
 MIN_PREFIX = 12
 _PREFIX = re.compile(r"\A[0-9a-f]{12,64}\Z")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_VERSION_TEXT = shape.nothing_or(shape.matching(_VERSION, "a version (64 hexadecimal digits)"))
+_PREFIX_TEXT = shape.nothing_or(shape.matching(_PREFIX, "a version (12 to 64 hexadecimal digits)"))
+_SIDE = shape.nothing_or(shape.text)
+# A conflict record as `Conflict.to_dict` writes it. The file is a name it had when the write
+# was refused: the path rule alone (a rule for new names written since must not hide it).
+RECORD = shape.obj(
+    {
+        "id": shape.matching(_CONFLICT_ID, "a conflict id (16 hexadecimal digits)"),
+        "file": shape.passes(check_stored_name, "a memory file name"),
+    },
+    {
+        "expected_version": _PREFIX_TEXT,
+        "disk_version": _VERSION_TEXT,
+        "proposed_version": _VERSION_TEXT,
+        "created": shape.text,
+        "writer": shape.text,
+        "reason": shape.text,
+        "resolution": shape.nothing_or(shape.one_of("disk", "proposed")),
+        "resolved_at": shape.nothing_or(shape.text),
+        "disk": _SIDE,
+        "proposed": _SIDE,
+        "disk_base64": shape.nothing_or(shape.matching(_BASE64, "base64")),
+        "proposed_base64": shape.nothing_or(shape.matching(_BASE64, "base64")),
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -90,13 +118,14 @@ class Conflict:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Conflict:
-        """A record as stored; its id and file name pass the same rules as input (a state
-        dir may come with a clone), else `ValueError`."""
-        if not isinstance(data.get("id"), str) or not _CONFLICT_ID.match(data["id"]):
-            raise ValueError(f"not a conflict id: {data.get('id')!r}")
+        """A record as stored, of the shape `RECORD` checks (a state dir may come with a
+        clone), else `ValueError`."""
+        why = shape.problem(data, RECORD)
+        if why:
+            raise ValueError(why)
         return cls(
             id=data["id"],
-            file=check_name(data["file"]),
+            file=data["file"],
             expected_version=data.get("expected_version"),
             disk_version=data.get("disk_version"),
             disk=_decode(data, "disk"),
@@ -202,6 +231,16 @@ def record_refusal(
     return _refuse(path.name, expected, actual, disk, proposed, state_dir, writer, reason)
 
 
+def check_unchanged(path: Path, expected: str) -> None:
+    """`VersionConflict`, with nothing kept, if `path` is no longer `expected`: for a step
+    that proposes no content (a version checked, a memory taken out after a move), whose
+    refusal would leave the queue a record with nothing to decide."""
+    disk = on_disk(path)
+    actual = None if disk is None else version_of(disk)
+    if not matches(actual, expected):
+        raise VersionConflict(path.name, expected, actual, "")
+
+
 def refuse_if_changed(path: Path, expected: str | None, state_dir: Path, writer: str, reason: str) -> None:
     """Record and raise a conflict without proposed content if `path` is no longer `expected`
     (for a change that could not even be computed on what is on disk now)."""
@@ -229,8 +268,8 @@ def _refuse(
         disk=disk,
         proposed=proposed,
         created=_now(),
-        writer=writer,
-        reason=reason,
+        writer=_mended(str(writer)),
+        reason=_mended(str(reason)),
     )
     failure: Exception | None = None
     for place in state_places(state_dir):
@@ -264,8 +303,10 @@ def damaged_records(state_dir: Path) -> list[tuple[Path, str]]:
         for path in _records(state_dir, resolved):
             try:
                 _load(path)
-            except SagememError as exc:
-                damaged.append((path, str(exc)))
+            except shape.Damaged as exc:
+                damaged.append((path, exc.why))
+            except ConflictNotFound:
+                continue  # gone since it was listed
     return damaged
 
 
@@ -360,17 +401,31 @@ def _conflicts_dir(state_dir: Path) -> Path:
 
 
 def _load(path: Path) -> Conflict:
+    """The record at `path`, which must be of `RECORD`'s shape and hold the id its name says
+    (a record under another's name would be resolved, and moved, as that one)."""
     try:
-        raw = read_state(path, MAX_RECORD_BYTES)
-        if raw is None:
+        data = shape.load(path, MAX_RECORD_BYTES, shape.anything)
+        if data is None:
             raise ConflictNotFound(path.stem)
-        return Conflict.from_dict(json.loads(raw))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise SagememError(f"{path}: conflict record is damaged ({exc})") from None
+        conflict = Conflict.from_dict(data)
+        if conflict.id != path.stem.split("-")[0]:
+            raise ValueError(f"it holds conflict {conflict.id}, not the one its name says")
+        return conflict
+    except shape.Damaged as exc:
+        raise shape.Damaged(path, f"conflict record is damaged ({exc.why})") from None
+    except ValueError as exc:
+        raise shape.Damaged(path, f"conflict record is damaged ({exc})") from None
 
 
 def _dump(conflict: Conflict) -> bytes:
     return (json.dumps(conflict.to_dict(), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def _mended(text: str) -> str:
+    """A caller's words as UTF-8 can hold them: each lone surrogate (bytes a command line or
+    a file name gave that were not UTF-8) becomes U+FFFD, so the refusal is always kept and
+    every reader of the queue gets text."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _encode(key: str, data: bytes | None) -> dict[str, str | None]:

@@ -4,6 +4,10 @@ The entries are derived from the memory files; everything else in MEMORY.md (hea
 their order) belongs to the person and is kept. An entry is a list item whose first link
 points at a top-level `.md` file. These are pure functions on text; the store reads and
 writes the file.
+
+An entry never copies a secret: harnesses put MEMORY.md into every session's prompt, so its
+title and description are written with what the pattern pass finds redacted
+(`secrets.shown`), and an entry that holds one is stale.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from urllib.parse import quote, unquote
 
 from .memory import Memory
 from .names import is_reserved, name_key
+from .secrets import shown
 from .text import split_lines
 
 HEADING = "# Memory\n\n"
@@ -72,8 +77,8 @@ class IndexReport:
 
 
 def entry_line(file: str, title: str, description: str) -> str:
-    """The canonical index line for a memory (without line ending)."""
-    return f"- [{_escape_title(' '.join(title.split()))}]({_target(file)})" + _tail(description)
+    """The canonical index line for a memory (without line ending), its secrets redacted."""
+    return f"- [{_escape_title(_title(title))}]({_target(file)})" + _tail(description)
 
 
 def line_for(memory: Memory) -> str:
@@ -187,7 +192,7 @@ def _roles(
             roles[e.line] = (e, "dangling")
     for key, group in groups.items():
         memory = memories.get(key)
-        title = " ".join(memory.title.split()) if memory else None
+        title = _title(memory.title) if memory else None
         chosen = next((e for e in group if e.title == title), group[0])
         for e in group:
             if e is chosen:
@@ -199,17 +204,29 @@ def _roles(
 
 
 def _is_stale(entry: Entry, memory: Memory) -> bool:
-    """An entry is stale when its description no longer matches the memory's. The title is
-    the person's to choose (Claude Code writes "User prefers uv" for `name: prefers-uv`)."""
-    return entry.description != _cut(" ".join(memory.description.split()))
+    """An entry is stale when its description no longer matches the memory's, or it holds a
+    secret. The title is the person's to choose (Claude Code writes "User prefers uv" for
+    `name: prefers-uv`), but not a secret in it."""
+    return entry.description != _cut(" ".join(shown(memory.description).split())) or (
+        shown(entry.title) != entry.title
+    )
 
 
 def _refresh(line: str, memory: Memory, eol: str) -> str:
-    """The entry with the memory's current description, keeping its prefix and title."""
+    """The entry with the memory's current description, keeping its prefix and title (a
+    secret in it redacted)."""
     found = _ENTRY.match(line)
-    prefix = found.group("prefix") if found else "- "
-    title = found.group("title") if found else _escape_title(memory.title)
-    return f"{prefix}[{title}]({_target(memory.file)}){_tail(memory.description)}{eol}"
+    if found is None:
+        return entry_line(memory.file, memory.title, memory.description) + eol
+    title = found.group("title")
+    plain = re.sub(r"\\(.)", r"\1", title)
+    if shown(plain) != plain:
+        title = _escape_title(_title(plain))
+    return f"{found.group('prefix')}[{title}]({_target(memory.file)}){_tail(memory.description)}{eol}"
+
+
+def _title(title: str) -> str:
+    return " ".join(shown(title).split())
 
 
 def _target(file: str) -> str:
@@ -217,7 +234,7 @@ def _target(file: str) -> str:
 
 
 def _tail(description: str) -> str:
-    description = _cut(" ".join(description.split()))
+    description = _cut(" ".join(shown(description).split()))
     return f" — {description}" if description else ""
 
 

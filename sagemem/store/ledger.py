@@ -10,25 +10,44 @@ Three kinds are kept apart, because only two of them are evidence that a memory 
 The ledger is `<state>/access.json`, changed only under its lock (read, merge, atomic
 replace), so writers in several processes never lose each other's events. It is never
 written into memory files, so using a memory never changes its bytes or its mtime.
+
+A state directory may come with a clone, so the ledger is read by its shape: an entry of the
+wrong shape reads as no use of that memory, a ledger that cannot be read at all as no use of
+any. Reading changes nothing. The next write first sets the damaged file aside, whole, under a
+name of its own (`access.json.damaged-<UTC time>`), then writes the ledger anew from its sound
+entries: counting goes on, no sound entry is lost, and the bytes sagemem could not read are
+still there to look at. The receipts are checked only when a citation looks one up: the
+prompt hook, which counts injections on every prompt, carries them over as they are.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .errors import SagememError
-from .files import read_state, safe_folder, write_atomic
+from . import shape
+from .errors import SagememError, SagememWarning
+from .files import safe_folder, write_atomic
 from .locking import exclusive
+from .names import is_stored_name
 
 KINDS = ("injected", "read", "cited")
 MAX_RECEIPTS = 10_000
 LOCK_TIMEOUT = 10.0
 MAX_LEDGER_BYTES = 16 * 1024 * 1024
+_ASIDE = "sets the ledger aside (access.json.damaged-<time>) and writes it anew without that part"
+_EFFECT = f"what it holds there is not counted, and the next use {_ASIDE}"
+_RECEIPT_EFFECT = f"that citation is not known as counted, and the next citation {_ASIDE}"
+# The ledger as `record` writes it: {"files": {file: {kind: use}}, "receipts": {id: receipt}};
+# each entry is checked on its own (`_read`).
+_LEDGER = shape.obj({}, {"files": shape.an_object, "receipts": shape.an_object})
+_USE = shape.obj({"last": shape.nothing_or(shape.moment), "count": shape.count})
+_FILE = shape.obj({}, {kind: _USE for kind in KINDS})
+_RECEIPT = shape.obj({"at": shape.moment, "files": shape.each(shape.text)})
 
 
 class Use(NamedTuple):
@@ -59,14 +78,31 @@ class Record(NamedTuple):
         }
 
 
+def _name(value: str) -> str:
+    """A key of the ledger: a name a memory file had (the path rule alone: a name that the
+    secret rule, written since, would refuse still counts)."""
+    return "" if is_stored_name(value) else "is not a memory file name"
+
+
 def path_for(state_dir: Path) -> Path:
     return state_dir / "access.json"
 
 
 def load(state_dir: Path) -> dict[str, Record]:
-    """Every memory's record; a missing or damaged ledger reads as empty."""
-    data = _read(path_for(state_dir), under=state_dir)
-    return {name: _record(name, fields) for name, fields in data.get("files", {}).items()}
+    """Every memory's record; a missing or damaged ledger reads as empty, and a damaged
+    entry as no use of that memory (`problems` says what is wrong)."""
+    files = _read(path_for(state_dir), state_dir, receipts=False)[0]["files"]
+    return {name: _record(name, fields) for name, fields in files.items()}
+
+
+def problems(state_dir: Path) -> list[tuple[Path, str]]:
+    """(path, what is wrong) for a ledger damaged in whole or in part, and what the next write
+    does about it."""
+    path = path_for(state_dir)
+    _, wrong, receipts = _read(path, state_dir, receipts=True)
+    if wrong:
+        return [(path, f"{_first(wrong + receipts)}; {_EFFECT}")]
+    return [(path, f"{_first(receipts)}; {_RECEIPT_EFFECT}")] if receipts else []
 
 
 def record(
@@ -90,8 +126,10 @@ def record(
     path = path_for(state_dir)
     stamp = time.time() if now is None else now
     with exclusive(safe_folder(state_dir) / "access.lock", LOCK_TIMEOUT):
-        data = _read(path, keep_damaged=True)
-        receipts: dict[str, Any] = data.setdefault("receipts", {})
+        data, wrong, wrong_receipts = _read(path, state_dir, receipts=receipt is not None)
+        if wrong or wrong_receipts:
+            _set_aside(path, _first(wrong + wrong_receipts))
+        receipts: dict[str, Any] = data["receipts"]
         if receipt is not None:
             seen = receipts.get(receipt)
             if seen is not None:
@@ -102,7 +140,7 @@ def record(
             if len(receipts) > MAX_RECEIPTS:
                 for old in sorted(receipts, key=lambda r: receipts[r]["at"])[: len(receipts) - MAX_RECEIPTS]:
                     del receipts[old]
-        table: dict[str, Any] = data.setdefault("files", {})
+        table: dict[str, Any] = data["files"]
         for name in names:
             use = table.setdefault(name, {}).setdefault(kind, {"last": None, "count": 0})
             use["last"] = max(stamp, use["last"] or 0)
@@ -111,37 +149,62 @@ def record(
             keep = set(live())
             for name in [n for n in table if n not in keep]:
                 del table[name]
-        write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n").encode())
+        write_atomic(path, _dumped(data))
     return names
 
 
-def _read(path: Path, *, keep_damaged: bool = False, under: Path | None = None) -> dict[str, Any]:
-    """The ledger's data; a damaged file (or a link, a FIFO, one too large) reads as empty,
-    and before it is replaced (`keep_damaged`) it is moved aside as `access.json.damaged`."""
+def _set_aside(path: Path, why: str) -> None:
+    """The damaged ledger moved aside before the sound part is written in its place; one that
+    cannot be moved costs a warning, and the counting goes on."""
+    failed = shape.make_way(path)
+    if failed:
+        warnings.warn(SagememWarning(f"{path}: {why}; {failed}"), stacklevel=3)
+
+
+def _dumped(data: dict[str, Any]) -> bytes:
+    """The ledger as written: UTF-8 JSON; ASCII escapes when a string carried over unchecked (a
+    receipt, a newer sagemem's key) holds a lone surrogate, which JSON may spell but UTF-8 cannot."""
+    text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
     try:
-        raw = read_state(path, MAX_LEDGER_BYTES, under=under)
-        if raw is None:
-            return {}
-        data = json.loads(raw)
-        if isinstance(data, dict):
-            return data
-    except (OSError, SagememError, ValueError, RecursionError):
-        pass
-    if keep_damaged and (path.is_symlink() or (path.is_file() and not path.is_symlink())):
-        os.replace(path, path.with_name(path.name + ".damaged"))  # a link is moved, never followed
-    return {}
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(data, ensure_ascii=True, indent=1, sort_keys=True) + "\n").encode("ascii")
 
 
-def _record(name: str, fields: Any) -> Record:
+def _read(path: Path, state_dir: Path, *, receipts: bool) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The ledger's data, with `files` and `receipts` always there and every file's entry of
+    the right shape, what is wrong with the file or its entries, and what with its receipts.
+    A ledger that cannot be read at all (a link, a FIFO, too large, not JSON) reads as empty; a
+    damaged entry is left out, the others kept. The receipts are checked (and the damaged
+    ones left out) with `receipts`, or when something else is wrong: a ledger written anew is
+    sound throughout. Otherwise they are kept as found, for a citation to check."""
+    data: dict[str, Any] = {"files": {}, "receipts": {}}
+    try:
+        found = shape.load(path, MAX_LEDGER_BYTES, _LEDGER, under=state_dir)
+    except shape.Damaged as exc:
+        return data, [exc.why], []
+    if found is None:
+        return data, [], []
+    data.update({k: v for k, v in found.items() if k not in data})  # a newer sagemem's, kept
+    data["files"], wrong = shape.sift(found.get("files", {}), _FILE, key=_name, where="files")
+    wrong_receipts: list[str] = []
+    data["receipts"] = found.get("receipts", {})
+    if receipts or wrong:
+        data["receipts"], wrong_receipts = shape.sift(data["receipts"], _RECEIPT, where="receipts")
+    return data, wrong, wrong_receipts
+
+
+def _first(wrong: list[str]) -> str:
+    return wrong[0] + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else "")
+
+
+def _record(name: str, fields: dict[str, Any]) -> Record:
+    """A memory's record from an entry `_FILE` has checked."""
+
     def use(kind: str) -> Use:
-        raw = fields.get(kind) if isinstance(fields, dict) else None
-        if not isinstance(raw, dict):
+        found = fields.get(kind)
+        if found is None:
             return Use()
-        last = raw.get("last")
-        count = raw.get("count")
-        return Use(
-            float(last) if isinstance(last, (int, float)) else None,
-            int(count) if isinstance(count, int) else 0,
-        )
+        return Use(None if found["last"] is None else float(found["last"]), found["count"])
 
     return Record(name, use("injected"), use("read"), use("cited"))

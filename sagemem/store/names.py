@@ -3,6 +3,17 @@
 A name is one path segment ending in `.md`. Names are compared after NFC normalisation and
 case folding (`name_key`), because macOS stores NFD and Windows and macOS are
 case-insensitive: `Project_X.md` and `project_x.md` are the same memory everywhere.
+
+A name that holds a likely secret (`ghp_....md`) is refused like any other bad name, by the
+pattern pass (`secrets.scan_patterns`): a name is shown in every listing, snippet and index
+line, to people and to models, and no redaction reaches it. The refusal does not repeat the
+secret. The pass runs only on a name holding a long run of letters and digits or a label's
+separator (`_SUSPECT`), so a listing of plain names pays one regular expression a name.
+
+A name sagemem reads back from its own records (a snapshot's manifest, a conflict record, the
+access ledger, a dream manifest) passes only the path rule (`check_stored_name`): one
+segment, no `..`, not reserved. It was a memory's name when it was written, and the secret
+rule, which may grow, must not turn an older record into a damaged one.
 """
 
 from __future__ import annotations
@@ -24,6 +35,10 @@ _NOT_WORD = re.compile(r"[\W_]+")
 # Letters, digits, `_`, `-` and dots, ending in `.md`: names `check_name` accepts unless they
 # hold `..`, are too long or are reserved.
 _PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.[mM][dD]")
+# What a name must hold for the pattern pass to be asked about it: a token's long run of
+# letters and digits, or what a labelled value needs (a blank, `=`, `|`, 是, 为, ：, 改成).
+# Plain names have none, and pay one regular expression in every listing.
+_SUSPECT = re.compile(r"[A-Za-z0-9]{16}|[ =|]|是|为|：|改")  # CJK outside a class: faster to compile
 
 
 def name_key(name: str) -> str:
@@ -37,6 +52,16 @@ def is_reserved(name: str) -> bool:
 
 def check_name(name: object) -> str:
     """Return `name` if it is a safe memory file name, else raise `InvalidName` naming the rule."""
+    text = check_stored_name(name)
+    held = secret_in_name(text)
+    if held is not None:
+        raise InvalidName(held[1], f"holds what looks like a {held[0]}: keep secrets out of file names")
+    return text
+
+
+def check_stored_name(name: object) -> str:
+    """Return `name` if a file of that name may be read or written in the memory directory
+    (the path rule alone: a name kept in a record), else raise `InvalidName`."""
     if not isinstance(name, str) or not name:
         raise InvalidName(str(name), "must be a non-empty string")
     if "/" in name or "\\" in name:
@@ -64,14 +89,29 @@ def check_name(name: object) -> str:
     return name
 
 
+def secret_in_name(name: str) -> tuple[str, str] | None:
+    """The kind of likely secret `name` holds and the name with it redacted, or None."""
+    if not _SUSPECT.search(name):
+        return None
+    from .secrets import redact, scan_patterns
+
+    found = scan_patterns(name)
+    return (found[0].kind, redact(name, found)) if found else None
+
+
 def is_memory_name(name: str) -> bool:
     """Whether `check_name` accepts `name`: its verdict without the cost, for the plain names a
-    directory listing is made of (it runs on every file, every call); any other name goes
-    through `check_name` itself."""
+    directory listing is made of (it runs on every file, every call)."""
+    return is_stored_name(name) and (not _SUSPECT.search(name) or secret_in_name(name) is None)
+
+
+def is_stored_name(name: str) -> bool:
+    """Whether `check_stored_name` accepts `name`, at the cost of one regular expression for a
+    plain name (a ledger holds one per memory, read on every prompt)."""
     if _PLAIN.fullmatch(name):
         return ".." not in name and len(name) <= MAX_NAME_BYTES and name.lower() not in RESERVED
     try:
-        check_name(name)
+        check_stored_name(name)
     except InvalidName:
         return False
     return True

@@ -97,12 +97,35 @@ def git_main_root(folder: Path) -> Path | None:
     root = git_root(folder)
     if root is None or not (root / ".git").is_file():
         return root
+    return _linked_main(root) or root
+
+
+def _linked_main(root: Path) -> Path | None:
+    """The main checkout of the linked worktree at `root`, only when git's own layout says
+    so: the `.git` file names `<main>/.git/worktrees/<name>`, whose `commondir` leads back to
+    that `<main>/.git` (a real repository: HEAD, objects, refs) and whose `gitdir` names this
+    worktree's `.git`. A project folder that came as an archive may hold a `.git` file of
+    its own making; pointer files that do not close that loop name some other project's
+    repository, and its memory is not this project's."""
+    from .errors import SagememError
+
+    if (root / ".git").is_symlink():  # git writes a file there; a link could lead anywhere
+        return None
     try:
-        gitdir = root / _small(root / ".git").strip().removeprefix("gitdir:").strip()
+        pointer = _small(root / ".git").strip()
+        if not pointer.startswith("gitdir:"):
+            return None
+        gitdir = (root / pointer.removeprefix("gitdir:").strip()).resolve()
         common = (gitdir / _small(gitdir / "commondir").strip()).resolve()
-    except (OSError, UnicodeDecodeError, ValueError):
-        return root
-    return common.parent if common.name == ".git" else root
+        back = (gitdir / _small(gitdir / "gitdir").strip()).resolve()
+        here = (root / ".git").resolve()
+    except (OSError, UnicodeDecodeError, ValueError, RuntimeError, SagememError):
+        return None  # a pointer file that cannot be read (a folder, a FIFO, too large) names nothing
+    if common.name != ".git" or gitdir.parent != common / "worktrees" or back != here:
+        return None
+    if not all(p.is_dir() for p in (common / "objects", common / "refs")) or not (gitdir / "HEAD").is_file():
+        return None
+    return common.parent
 
 
 def _small(path: Path) -> str:

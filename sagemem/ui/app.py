@@ -173,13 +173,15 @@ class App:
         }
 
     def candidates(self, _query: dict[str, str]) -> dict[str, Any]:
-        """Every scope's archive candidates, the most idle first."""
+        """Every scope's archive candidates, the most idle first; a scope whose candidates
+        cannot be judged (a damaged lock list) is named in `troubles`, the others shown."""
+        troubles: list[str] = []
         found = [
             {**c.to_dict(), "file": self.memories.name(store, c.file), "scope": store.scope}
             for store, _ in self._scopes()
-            for c in store.candidates()
+            for c in _or(store.candidates, [], troubles, store.scope if self.memories.named else "")
         ]
-        return {"candidates": sorted(found, key=lambda c: -c["idle_days"])}
+        return {"candidates": sorted(found, key=lambda c: -c["idle_days"]), "troubles": troubles}
 
     def health(self, _query: dict[str, str]) -> dict[str, Any]:
         """`sagemem check` over every scope, each finding named with its scope."""

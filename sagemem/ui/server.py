@@ -219,7 +219,10 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def _json(status: HTTPStatus, data: Any) -> tuple[HTTPStatus, bytes, dict[str, str]]:
-    payload = json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+    try:
+        payload = json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:  # a path the file system gave that is not UTF-8: as \u escapes
+        payload = json.dumps(data, default=str).encode("ascii")
     headers = {
         "Content-Type": "application/json; charset=utf-8",
         "Content-Length": str(len(payload)),
