@@ -23,7 +23,7 @@ from .memory_store import MemoryStore
 from .search import corpus as corpus_module
 from .search import lexicon, retrieve
 from .search.inject import Injection, inject_set
-from .store.config import Scope, Settings, locate_scopes
+from .store.config import Scope, Settings, locate_scopes, user_scope
 from .store.errors import MemoryNotFound, SagememError
 from .store.memory import Memory
 from .store.names import check_name
@@ -35,6 +35,11 @@ class ScopeNotFound(SagememError):
     """No scope of that name is in the set (or it does not exist on disk yet)."""
 
 
+class UserScopeUnavailable(SagememError):
+    """A memory could not be saved where it belongs (the user scope left out or unwritable),
+    and is not put anywhere else."""
+
+
 class AmbiguousName(SagememError):
     """A plain file name that more than one scope holds: name the scope."""
 
@@ -43,11 +48,15 @@ class MemorySet:
     """The scopes of a memory set, in order; the first holds the session's ledger and the
     settings."""
 
-    def __init__(self, scopes: Sequence[Scope]) -> None:
+    def __init__(self, scopes: Sequence[Scope], *, user: Scope | None = None) -> None:
+        """`user`: where the user scope would be when the set has none yet (it is made by the
+        first user memory saved); None where there is no such place (a directory chosen by
+        hand, a set that leaves the user scope out)."""
         if not scopes:
             raise SagememError("a memory set needs at least one scope")
         self.scopes = list(scopes)
         self.stores = [MemoryStore.of(scope) for scope in self.scopes]
+        self.user_place = user
 
     @classmethod
     def locate(
@@ -67,7 +76,18 @@ class MemorySet:
                 names = ", ".join(s.name for s in scopes)
                 raise ScopeNotFound(f"{only!r}: no such scope here (the scopes: {names}; see `sagemem path`)")
             scopes = kept
-        return cls(scopes)
+        return cls(scopes) if only is not None else cls.found(scopes, env=env)
+
+    @classmethod
+    def found(cls, scopes: Sequence[Scope], *, env: Mapping[str, str] | None = None) -> MemorySet:
+        """The set of the scopes `locate_scopes` found, knowing where the user scope would be
+        when it is not made yet (a user scope that exists and is not among them was left out
+        by the settings, and stays out)."""
+        user = None
+        if not any(s.name in ("user", "dir") for s in scopes):
+            place = user_scope(env)
+            user = None if place.memory_dir.exists() else place
+        return cls(scopes, user=user)
 
     def __repr__(self) -> str:
         return f"MemorySet({', '.join(s.name for s in self.scopes)})"
@@ -159,7 +179,9 @@ class MemorySet:
 
     def similar(self, *texts: str, limit: int = 3) -> list[retrieve.Hit]:
         """Memories that look like the one described by `texts`: a pull search, so an agent
-        about to save sees what it could update instead."""
+        about to save sees what it could update instead. None before the first memory is kept."""
+        if not any(scope.memory_dir.is_dir() for scope in self.scopes):
+            return []
         seen, found = set(), []
         settings = self.settings()._replace(candidates=limit, limit=limit)
         for hit in self.search(" ".join(t for t in texts if t), settings=settings, pull=True).ranked:
@@ -199,13 +221,22 @@ class MemorySet:
     # -- writing --------------------------------------------------------------------------
 
     def route(self, type_: str, into: str | None = None) -> MemoryStore:
-        """Where a new memory of `type_` goes: the scope named, else `user` to the user scope
-        and the other types to the project scope, each where it exists, else the first
-        scope that is not a harness's own folder."""
+        """Where a new memory of `type_` goes: the scope named; else a `user` memory to the
+        user scope, made for it when there is none yet, and never to a project (a project's
+        memory is committed, and a person's own facts would go with it: `UserScopeUnavailable`
+        when the user scope cannot be had); the other types to the project scope where there
+        is one, else the user scope, else the first scope that is not a harness's own folder.
+        A directory chosen by hand (`--dir`) takes every type."""
         if into is not None:
+            if into == "user" and self.user_place is not None:
+                return self._user_store()
             return self.store(into)
-        wanted = ("user", "project") if type_ == "user" else ("project", "user")
-        for scope in wanted:
+        if type_ == "user":
+            for store in self.stores:
+                if store.scope in ("user", "dir"):
+                    return store
+            return self._user_store()
+        for scope in ("project", "user"):
             for store in self.stores:
                 if store.scope == scope and store.memory_dir.is_dir():
                     return store
@@ -213,9 +244,23 @@ class MemorySet:
         return own[0] if own else self.first
 
     def create(self, *, into: str | None = None, **fields: Any) -> tuple[MemoryStore, Memory]:
-        """`MemoryStore.create` in the scope `route` picks."""
+        """`MemoryStore.create` in the scope `route` picks; the first memory saved to a
+        scope not made yet makes it (`init`)."""
         store = self.route(str(fields.get("type", "")), into)
+        if not store.memory_dir.is_dir():
+            self._make(store)
         return store, store.create(**fields)
+
+    def where(self, store: MemoryStore) -> str:
+        """Where `store` is, in words, for the answer to a save."""
+        path = store.memory_dir
+        if store.scope == "user":
+            return f"your user memory ({path}): yours alone, not in any project"
+        if store.scope == "project":
+            return f"the project's memory ({path}): committed and shared with the project"
+        if store.scope == "claude":
+            return f"Claude Code's auto memory for this project ({path})"
+        return f"the memory directory {path}"
 
     def move(self, name: str, to: str, *, writer: str = "", reason: str = "") -> tuple[MemoryStore, Memory]:
         """Move a memory to another scope: created there (refused if that scope has the name),
@@ -240,6 +285,34 @@ class MemorySet:
         return target, moved
 
     # -- internals ------------------------------------------------------------------------
+
+    def _user_store(self) -> MemoryStore:
+        """The user scope for a user memory, added to the set (made on disk by the save)."""
+        place = self.user_place
+        if place is None:
+            raise UserScopeUnavailable(
+                "a user memory is personal and goes to the user scope, which this project's "
+                "settings leave out (`scopes` in settings.json); it is not put into the project's "
+                "memory instead: add `--in project` to keep it there"
+            )
+        self.scopes.append(place)
+        self.stores.append(MemoryStore.of(place))
+        self.user_place = None
+        return self.stores[-1]
+
+    def _make(self, store: MemoryStore) -> None:
+        try:
+            store.init()
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if store.scope != "user":
+                made = f"{store.memory_dir}: the memory directory could not be made ({why})"
+                raise SagememError(made) from None
+            raise UserScopeUnavailable(
+                f"{store.memory_dir}: the user's memory could not be made ({why}); a user memory is "
+                "personal and is not put into the project's memory instead: add `--in project` to "
+                "keep it there"
+            ) from None
 
     def _live(self) -> list[Scope]:
         live = [scope for scope in self.scopes if scope.memory_dir.is_dir()]

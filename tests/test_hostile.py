@@ -192,10 +192,10 @@ def test_a_state_dir_that_is_a_link_is_never_used(tmp_path: Path) -> None:
     clone = commit_and_clone(repo, tmp_path / "victim")
 
     assert "make deploy-prod" in prompt(clone)  # the session's ledger goes to the temp dir instead
-    created = run(["new", "--type", "user", "--name", "me", "--description", "who I am"], clone, "x")
+    created = run(["new", "--type", "project", "--name", "me", "--description", "who I am"], clone, "x")
     assert created.returncode == 1
     assert "is a symbolic link; sagemem does not follow links in its state directory" in created.stderr
-    assert not (clone / ".sagemem" / "memory" / "user_me.md").exists()
+    assert not (clone / ".sagemem" / "memory" / "project_me.md").exists()
     assert list(outside.iterdir()) == []
     checked = run(["check"], clone)
     assert "state-link:" in checked.stdout and checked.returncode == 1

@@ -131,9 +131,10 @@ def build(memories: MemorySet | MemoryStore) -> Any:
         description=_doc(
             """Save a new memory from its fields; sagemem writes the file and its index line.
             Search first and update an existing memory rather than adding a second one on
-            the same subject. Returns the file and version, and the most similar memories
-            already kept (update one of them next if it covers the same thing). Refused if
-            the text holds a secret."""
+            the same subject. A user memory goes to the user's own memory, never into the
+            project's. Returns the file and version, where it was saved (tell the user), and
+            the most similar memories already kept (update one of them next if it covers the
+            same thing). Refused if the text holds a secret."""
         )
     )
     @_warnings_said
@@ -180,6 +181,8 @@ def build(memories: MemorySet | MemoryStore) -> Any:
         return {
             "file": shown,
             "version": memory.version,
+            "scope": store.scope or "dir",
+            "saved_to": memories.where(store),
             "similar": [s for s in similar if s["file"] != shown],
         }
 
@@ -373,4 +376,4 @@ def serve(scopes: list[Scope]) -> None:
     sys.stdout = io.TextIOWrapper(
         io.BufferedWriter(Answers(wire_out, pending)), encoding="utf-8", line_buffering=True
     )
-    build(MemorySet(scopes)).run()
+    build(MemorySet.found(scopes)).run()

@@ -130,7 +130,7 @@ class _Context:
         from ..memory_set import MemorySet
         from .progress import Bar
 
-        found = MemorySet(self.scopes)
+        found = MemorySet.found(self.scopes) if self.only is None else MemorySet(self.scopes)
         for store in found.stores:
             store.progress = Bar.for_terminal("indexing memories")
         return found

@@ -92,12 +92,19 @@ def _first(scope: Any) -> dict[str, str]:
     return {"memory_dir": str(scope.memory_dir), "state_dir": str(scope.state_dir), "rule": scope.rule}
 
 
+def _field_options(required: bool) -> list[Any]:
+    return [
+        click.option("--type", "type_", type=click.Choice(TYPES), required=required),
+        click.option(
+            "--name", required=required, help="Short name; also makes the file name <type>_<slug>.md."
+        ),
+        click.option(
+            "--description", required=required, help="One line: what this memory is. Retrieval relies on it."
+        ),
+    ]
+
+
 _new_options = [
-    click.option("--type", "type_", type=click.Choice(TYPES), required=True),
-    click.option("--name", required=True, help="Short name; also makes the file name <type>_<slug>.md."),
-    click.option(
-        "--description", required=True, help="One line: what this memory is. Retrieval relies on it."
-    ),
     click.option("--tag", "tags", multiple=True, help="A tag (repeatable)."),
     click.option(
         "--alias", "aliases", multiple=True, help="Another phrase this memory answers to (repeatable)."
@@ -121,7 +128,7 @@ _new_options = [
 
 
 @cli.command()
-@_with(_new_options)
+@_with(_field_options(required=True) + _new_options)
 @pass_ctx
 def new(ctx: _Context, **given: Any) -> None:
     """Create a memory; prints its file name and version.
@@ -135,21 +142,42 @@ def new(ctx: _Context, **given: Any) -> None:
 
 
 @cli.command()
-@_with(_new_options)
+@click.argument("text", required=False)
+@_with(_field_options(required=False) + _new_options)
 @pass_ctx
-def remember(ctx: _Context, **given: Any) -> None:
+def remember(ctx: _Context, text: str | None, **given: Any) -> None:
     """Save a memory, as an agent does: like `new`, and then it names the most similar memories
-    already kept, so one can be updated instead of keeping two (`sagemem update`).
+    already kept, so one can be updated instead of keeping two (`sagemem update`). Given only
+    TEXT, it is saved as a user memory, named and described from the text (say what was chosen).
 
     \b
-    Example:
+    Examples:
+        sagemem remember "记住：我的猫叫芝麻"
         sagemem remember --type user --name "cat" --description "The user's cat is called Sesame" \\
             --alias "我的猫叫什么" --body "The cat is called Sesame (芝麻)."
     """
-    _create(ctx, given, similar=True)
+    chosen = []
+    if text is not None:
+        from ..store.sentence import fields_from
+
+        if given["body"] is not None or given["body_file"] is not None:
+            raise click.UsageError("give the text to remember or --body/--body-file, not both")
+        fields = fields_from(text)
+        for key, value in (("type_", "user"), ("name", fields.name), ("description", fields.description)):
+            if not given[key]:
+                given[key] = value
+                chosen.append(key)
+        given["body"] = fields.body
+    else:
+        for key, option in (("type_", "--type"), ("name", "--name"), ("description", "--description")):
+            if not given[key]:
+                raise click.UsageError(
+                    f"Missing option '{option}' (or give only the text: sagemem remember \"...\")"
+                )
+    _create(ctx, given, similar=True, chosen=chosen)
 
 
-def _create(ctx: _Context, given: dict[str, Any], *, similar: bool) -> None:
+def _create(ctx: _Context, given: dict[str, Any], *, similar: bool, chosen: list[str] | None = None) -> None:
     memories = ctx.memory_set
     text = _text(given["body"], given["body_file"])
     alike = (
@@ -172,11 +200,27 @@ def _create(ctx: _Context, given: dict[str, Any], *, similar: bool) -> None:
     shown = memories.name(store, memory.file)
     alike = [h for h in alike if h.file != shown]
     if given["as_json"]:
-        data = {"file": shown, "version": memory.version, "scope": store.scope or "dir"}
+        data = {
+            "file": shown,
+            "version": memory.version,
+            "scope": store.scope or "dir",
+            "saved_to": memories.where(store),
+        }
+        if chosen:
+            data["chosen"] = {("type" if k == "type_" else k): given[k] for k in chosen}
         if similar:
             data["similar"] = [{"file": h.file, "description": h.description} for h in alike]
         return _print_json(data)
     say(f"{shown} {memory.version}")
+    if store.scope != "dir":  # a directory chosen by hand is where it went: no choice to name
+        say(f"saved to {memories.where(store)}", err=True)
+    if chosen:
+        words = ", ".join(f"{'type' if k == 'type_' else k} {given[k]!r}" for k in chosen)
+        say(
+            f"chosen from the text: {words}; change it with `sagemem update {shown} --description ...`, "
+            "or save it with --type, --name, --description or --in",
+            err=True,
+        )
     for hit in alike:
         say(f"similar: {hit.file} — {hit.description}", err=True)
 

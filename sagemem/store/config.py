@@ -217,6 +217,13 @@ def adopted_state_dir(folder: Path, env: Mapping[str, str] | None = None) -> Pat
     return adopted / f"claude-{key}"
 
 
+def user_scope(env: Mapping[str, str] | None = None) -> Scope:
+    """The user scope as it is or would be: where a person's own memories go, whether or
+    not it has been made (the first user memory saved makes it)."""
+    user, rule = _user_dir(os.environ if env is None else env)
+    return _scope("user", user, user / STATE_DIR_NAME, rule)
+
+
 def _scope(name: str, memory_dir: Path, state_dir: Path, rule: str) -> Scope:
     return Scope(name, memory_dir, state_dir, rule, memory_dir / STATE_DIR_NAME / "locks")
 
