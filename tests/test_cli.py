@@ -460,3 +460,28 @@ def test_json_output_of_a_path_that_is_not_utf8(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["memory_dir"] == folder
+
+
+def test_an_empty_session_id_is_refused(mem: str) -> None:
+    """An unset `$SESSION_ID` in `--session "$SESSION_ID"`: refused, not a session named ""."""
+    run(["--dir", mem, "new", "--type", "project", "--name", "d", "--description", "how we deploy"])
+    for empty in ("", "  "):
+        code, out, err = run(["--dir", mem, "inject", "--query", "how do we deploy?", "--session", empty])
+        assert code == 2 and out == "" and "--session" in err and "is empty" in err
+    sessions = Path(mem, ".sagemem", "sessions")
+    assert not sessions.exists() or list(sessions.iterdir()) == []  # no ledger for a session ""
+
+
+def test_update_body_keeps_the_blank_line_and_ends_with_a_newline(mem: str) -> None:
+    run(["--dir", mem, "new", "--type", "project", "--name", "d", "--description", "x", "--body", "first"])
+    path = Path(mem, "project_d.md")
+    for body, eol in (("second body", "\n"), ("third\nbody", "\r\n")):
+        if eol == "\r\n":
+            path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+        version = json.loads(run(["--dir", mem, "read", "project_d.md", "--json"])[1])["version"]
+        code, _, err = run(
+            ["--dir", mem, "update", "project_d.md", "--expected-version", version, "--body", body]
+        )
+        assert code == 0, err
+        text = path.read_bytes().decode()
+        assert text.endswith(f"---{eol}{eol}{body.replace(chr(10), eol)}{eol}"), repr(text)

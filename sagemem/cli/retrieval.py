@@ -57,9 +57,23 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
             say(f"    {line}")
 
 
+def _session(value: str | None) -> str | None:
+    """An empty id is refused, not taken as a session named "": it is what an unset
+    `$SESSION_ID` gives, and every call after the first would then print nothing."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            "is empty (an unset variable, such as $SESSION_ID?): give a session id, or leave --session out"
+        )
+    return value
+
+
 @cli.command()
 @click.option("--query", "-q", required=True, help="The user's message.")
-@click.option("--session", help="Session id: budget, no repeats, baseline at the start (else stateless).")
+@click.option(
+    "--session",
+    callback=lambda _ctx, _param, value: _session(value),
+    help="Session id: budget, no repeats, baseline at the start (else stateless).",
+)
 @click.option("--reset", is_flag=True, help="Start the session afresh (after a context compaction or clear).")
 @click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @pass_ctx

@@ -307,8 +307,16 @@ class Directory:
             raise
         if body is not None:
             parts = frontmatter.split(text, current.file)
-            body = to_lf(body).replace("\n", parts.eol)
-            text = parts.head + parts.matter + parts.tail + body
+            body = to_lf(body)
+            if body and not body.endswith("\n"):
+                body += "\n"  # a new file's body ends so too (`render_new`)
+            if body and not body.startswith("\n"):
+                # the blank lines that parted the old body from the frontmatter stay as they
+                # were (none, if it had none); a file with no body gets one, as a new file has
+                gap = len(parts.body) - len(parts.body.lstrip("\r\n"))
+                kept = parts.body[:gap] if parts.body.strip() else parts.eol
+                body = kept.replace("\r\n", "\n") + body
+            text = parts.head + parts.matter + parts.tail + body.replace("\n", parts.eol)
         return self._write(current.file, text, expected_version, writer, reason, keep_eol=True)
 
     def put_back(
