@@ -106,7 +106,9 @@ class MemoryStore(Directory):
             texts=texts,
             memories={m.file: m for m in scan.memories},
             unreadable=unreadable,
-            index_report=index.check(index_text, scan.files, _by_key(scan.memories)),
+            index_report=self.check_index()
+            if self.native
+            else index.check(index_text, scan.files, _by_key(scan.memories)),
             index_text=index_text,
             index_name=index_name,
             archived=archived,

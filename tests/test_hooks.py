@@ -381,6 +381,38 @@ def test_claudes_write_of_a_secret_into_its_auto_memory_is_refused_as_write_refu
     assert not list(home.rglob("conflicts/*.json"))  # and kept no conflict: it would hold the secret
 
 
+def test_claudes_own_index_is_never_created_or_rewritten(auto_memory: tuple[Path, Path, Path]) -> None:
+    """Claude Code keeps `MEMORY.md` in its folder: after its Write of a memory, sagemem makes
+    no index there (Claude's next step, a Write of `MEMORY.md`, would fail on a file it has
+    not read), nor rewrites the one Claude keeps; `check` and `index --rebuild` leave it too."""
+    home, project, folder = auto_memory
+    cat = folder / "user_cat.md"
+    cat.write_text("---\nname: cat\ndescription: the user's cat\ntype: user\n---\n\nSesame.\n")
+    assert claude_tool(home, project, "PostToolUse", "Write", cat, content=cat.read_text()) == ""
+    assert sorted(p.name for p in folder.iterdir()) == ["user_cat.md"]
+    own = "- [Cat](user_cat.md) - Claude's own words\n"
+    (folder / "MEMORY.md").write_text(own)
+    dog = folder / "user_dog.md"
+    dog.write_text("---\nname: dog\ndescription: the user's dog\ntype: user\n---\n\nRex.\n")
+    assert claude_tool(home, project, "PostToolUse", "Write", dog, content=dog.read_text()) == ""
+    env = {**os.environ, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}
+
+    def sagemem(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sagemem", "--in", "claude", *args],
+            capture_output=True,
+            text=True,
+            cwd=project,
+            env=env,
+        )
+
+    assert sagemem("index", "--rebuild").returncode == 0
+    checked = sagemem("check", "--fix")
+    assert "index-" not in checked.stdout and "MEMORY.md: dangling" not in checked.stdout
+    assert (folder / "MEMORY.md").read_text() == own
+    assert "Rex" in sagemem("search", "the user's dog").stdout  # and it is still read
+
+
 def test_an_edit_that_adds_a_secret_is_refused_and_one_that_keeps_an_old_one_is_not(project: Path) -> None:
     memory = project / ".sagemem" / "memory" / "project_studio_opening.md"
     assert tool(project, "PostToolUse", "Read", memory) == ""

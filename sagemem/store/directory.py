@@ -108,6 +108,7 @@ class Directory:
         *,
         lock_dir: str | os.PathLike[str] | None = None,
         scope: str = "",
+        native: bool = False,
     ):
         self.memory_dir = Path(path).expanduser().absolute()
         self.state_dir = (
@@ -116,6 +117,8 @@ class Directory:
         # Write locks: beside the files, unless the folder is a harness's own (then in the state).
         self.lock_dir = Path(lock_dir).absolute() if lock_dir else None
         self.scope = scope  # the scope it is in a memory set ("" when used on its own)
+        # A harness's own folder: its MEMORY.md is the harness's, read and never written.
+        self.native = native
 
     @classmethod
     def at(cls: type[D], location: Location) -> D:
@@ -129,6 +132,7 @@ class Directory:
             scope.state_dir,
             lock_dir=scope.lock_dir if scope.native else None,
             scope=scope.name,
+            native=scope.native,
         )
 
     def _lock(self, path: Path) -> Any:
@@ -488,11 +492,17 @@ class Directory:
         return load_settings(self.state_dir)
 
     def check_index(self) -> index.IndexReport:
+        """What is wrong with MEMORY.md; nothing in a harness's own folder, whose index is the
+        harness's to keep (sagemem could not mend it)."""
+        if self.native:
+            return index.IndexReport((), (), (), ())
         scan = self.scan()
         return index.check(self._index_text(), scan.files, _by_key(scan.memories))
 
     def _index_outdated(self) -> bool:
         """Whether a rebuild would change MEMORY.md (read without its lock: a hint)."""
+        if self.native:
+            return False
         scan = self.scan()
         old = self._index_text()
         return index.rebuild(old, scan.files, _by_key(scan.memories)) != old
@@ -500,6 +510,8 @@ class Directory:
     def _rebuild_index(self) -> bool:
         """Rewrite MEMORY.md deterministically, under its lock; True if it changed. No
         snapshot: the facade takes one first, before this lock (never under it)."""
+        if self.native:
+            return False
         with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
             scan = self.scan()
             old = self._index_text()
@@ -661,6 +673,10 @@ class Directory:
         return decode(path.name, read_bytes(path, limit=MAX_INDEX_FILE_BYTES))
 
     def _write_index(self, text: str) -> None:
+        """Write MEMORY.md; never in a harness's own folder, where the harness keeps it (Claude
+        Code's next Write of its index would fail on a file it has not read)."""
+        if self.native:
+            return
         path = self._index_path() or self.memory_dir / INDEX_NAME
         write_atomic(path, text.encode("utf-8"))
 
@@ -676,6 +692,8 @@ class Directory:
             )
 
     def _edit_index(self, change: Callable[[str], str]) -> None:
+        if self.native:
+            return  # the harness's own index: see `_write_index`
         with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
             old = self._index_text()
             new = change(old)
@@ -706,6 +724,8 @@ class Directory:
     def _upsert_index(self, file: str) -> None:
         """Bring `file`'s index line up to date from the file as it is on disk now: a writer that
         lost the race for the index must not put back what another writer replaced."""
+        if self.native:
+            return  # the harness's own index: see `_write_index`
         with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
             try:
                 memory = parse_memory(file, read_bytes(self.memory_dir / file))
