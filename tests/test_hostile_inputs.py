@@ -253,7 +253,6 @@ class Wire:
 @pytest.fixture
 def wire(memory: Path) -> Iterator[Wire]:
     """A server of its own, for a test that changes the directory it serves."""
-    pytest.importorskip("mcp")
     server = Wire(memory)
     yield server
     server.close()
@@ -263,7 +262,6 @@ def wire(memory: Path) -> Iterator[Wire]:
 def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wire]:
     """One server for the tests whose requests depend on nothing another test did (a start
     costs seconds on a loaded machine)."""
-    pytest.importorskip("mcp")
     store = MemoryStore(tmp_path_factory.mktemp("served") / "m")
     store.init()
     store.create(type="project", name="deploy", description="How we deploy", body="make deploy")
@@ -338,7 +336,6 @@ def test_a_tools_stdin_is_not_the_protocol(memory: Path) -> None:
 def test_requests_sent_before_the_input_ends_are_all_answered(memory: Path) -> None:
     """A client that writes its requests and closes (a script, a pipe) gets every answer:
     the server does not stop at the end of its input while a request is still running."""
-    pytest.importorskip("mcp")
     lines = [
         b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
         b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}',
@@ -358,22 +355,42 @@ def test_requests_sent_before_the_input_ends_are_all_answered(memory: Path) -> N
     assert all("result" in a for a in answers)
 
 
-def test_a_stray_line_on_standard_output_goes_to_stderr_not_the_protocol() -> None:
-    from sagemem.agents import mcp_input
+NOISY_SERVER = """
+import dataclasses
+import sys
+from sagemem.agents import mcp_server
+from sagemem.store.config import locate_scopes
 
-    wire_read, wire = os.pipe()
-    stray_read, stray = os.pipe()
-    out = io.TextIOWrapper(
-        io.BufferedWriter(mcp_input.Answers(wire, mcp_input.Pending(), stray)), line_buffering=True
+built = mcp_server.build
+
+
+def build(memories, **options):
+    server = built(memories, **options)
+    tool = server.tools["memory_list"]
+
+    def noisy(**arguments):
+        print("Building prefix dict from the default dictionary ...")  # as a library may
+        return tool.function(**arguments)
+
+    server.tools["memory_list"] = dataclasses.replace(tool, function=noisy)
+    return server
+
+
+mcp_server.build = build
+mcp_server.serve(locate_scopes(sys.argv[1]))
+"""
+
+
+def test_a_stray_line_on_standard_output_goes_to_stderr_not_the_protocol(memory: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", NOISY_SERVER, str(memory)],
+        input=call(1, "memory_list", "{}") + b"\n",
+        capture_output=True,
+        timeout=TIMEOUT,
     )
-    print("Building prefix dict from the default dictionary ...", file=out)
-    out.write('{"jsonrpc":"2.0","id":1,"result":{}}\n')
-    out.close()
-    for fd in (wire, stray):
-        os.close(fd)
-    with open(wire_read, "rb") as protocol, open(stray_read, "rb") as stderr:
-        assert protocol.read() == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
-        assert stderr.read().startswith(b"Building prefix dict")
+    [answer] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answer["id"] == 1 and answer["result"]["isError"] is False
+    assert b"Building prefix dict" in done.stderr
 
 
 # --- a saved memory whose index line could not be written is said so ----------------------

@@ -793,7 +793,8 @@ JSON_READS: dict[str, dict[str, int]] = {
     "store/log.py": {"read_state(": 1},  # the log's lines
     # not the state dir
     "agents/hooks.py": {"json.load": 1},  # the harness's event
-    "agents/mcp_input.py": {"json.load": 2},  # a client's request
+    "agents/mcp_input.py": {"json.load": 1},  # a client's request, mended
+    "agents/mcp_protocol.py": {"json.load": 1},  # a client's request
     "agents/dsh.py": {"json.load": 1},  # dsh's package.json
     "agents/doctor/dsh.py": {"json.load": 1},  # dsh's own output
     "agents/doctor/probes.py": {"json.load": 1},  # a hook's output

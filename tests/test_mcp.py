@@ -14,8 +14,8 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 from sagemem import MemoryStore  # noqa: E402
-from sagemem.agents.mcp_server import build  # noqa: E402
 
+from .mcp_client import connect  # noqa: E402
 from .memories import DANCE, make  # noqa: E402
 
 pytestmark = pytest.mark.anyio
@@ -55,7 +55,7 @@ def data(result: Any) -> Any:
 
 
 async def test_every_tool_in_process(store: MemoryStore) -> None:
-    async with Client(build(store)) as client:
+    async with connect(store) as client:
         listed = await client.list_tools()
         assert {t.name for t in listed.tools} == TOOLS
         assert all(t.description for t in listed.tools)
@@ -145,7 +145,7 @@ async def test_every_tool_in_process(store: MemoryStore) -> None:
 async def test_edits_made_by_others_are_seen_without_a_restart(tmp_path: Path) -> None:
     # The project layout, where the memory folder itself sits inside `.sagemem`.
     store = make(tmp_path / "proj" / ".sagemem" / "memory", DANCE)
-    async with Client(build(store)) as client:
+    async with connect(store) as client:
         assert data(await client.call_tool("memory_search", {"query": "zeppelin hangar"})) == []
         path = store.memory_dir / "reference_hangar.md"
         temp = store.memory_dir / ".hangar.tmp"
@@ -188,7 +188,7 @@ async def test_over_stdio_as_a_subprocess(store: MemoryStore) -> None:
 
 
 async def test_tools_are_described_for_a_model(store: MemoryStore) -> None:
-    async with Client(build(store)) as client:
+    async with connect(store) as client:
         for tool in (await client.list_tools()).tools:
             assert tool.description and "\n    " not in tool.description, tool.name  # no source indentation
             for name, schema in tool.input_schema.get("properties", {}).items():
@@ -197,7 +197,7 @@ async def test_tools_are_described_for_a_model(store: MemoryStore) -> None:
 
 async def test_remember_update_and_list_as_an_agent_uses_them(store: MemoryStore) -> None:
     store.rebuild_index()  # the fixture's files were written by hand: list them first
-    async with Client(build(store)) as client:
+    async with connect(store) as client:
         made = data(
             await client.call_tool(
                 "memory_remember",

@@ -102,6 +102,24 @@ def hook_code(event: dict[str, object]) -> str:
     )
 
 
+def test_the_mcp_server_answers_without_the_sdk_or_pydantic(tmp_path: Path) -> None:
+    """The server is in every install and answers `initialize` as soon as Python is up: it
+    loads neither the MCP SDK nor pydantic (a second of imports), whatever is installed."""
+    memory = warm_memory(tmp_path)
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    line = json.dumps(request).encode() + b"\n"
+    code = (
+        "import io, os, sys\n"
+        "read, write = os.pipe()\n"
+        f"os.write(write, {line!r}); os.close(write); os.dup2(read, 0)\n"
+        "from sagemem.__main__ import main\n"
+        f"sys.argv = {['sagemem', '--dir', str(memory), 'mcp']!r}\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    done = loaded(code, ("mcp", "pydantic", "anyio", "jieba", "detect_secrets"))
+    assert '"serverInfo"' in done.stdout and done.stderr.strip() == ""
+
+
 def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
     """Every import is paid on every prompt: none of these may creep onto the hook's path."""
     memory = warm_memory(tmp_path)

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sagemem import MemorySet, MemoryStore
+from sagemem import MemoryStore
 from sagemem.store.errors import InvalidMemory
 from sagemem.store.sentence import fields_from
 
@@ -92,16 +92,12 @@ def test_the_first_save_makes_the_users_memory_with_no_directory_at_all(tmp_path
 
 def test_mcp_remember_of_a_user_memory_says_where_it_went(team: Path) -> None:
     pytest.importorskip("mcp")
-    from mcp import Client
+    from .mcp_client import connect
 
-    from sagemem.agents.mcp_server import build
-    from sagemem.store.config import locate_scopes
-
-    memories = MemorySet.found(locate_scopes(cwd=team))
     fields = {"type": "user", "name": "cat", "description": "The user's cat is Sesame", "body": "Sesame"}
 
     async def remember() -> dict[str, object]:
-        async with Client(build(memories)) as client:
+        async with connect(team) as client:
             result = await client.call_tool("memory_remember", fields)
             assert result.is_error is False, result.content
             return json.loads(result.content[0].text)
@@ -167,3 +163,62 @@ def test_a_long_sentence_is_cut_at_a_word() -> None:
     assert not fields.description[:-1].endswith(" ") and len(fields.name) <= 41
     with pytest.raises(InvalidMemory):
         fields_from("  remember:  ")
+
+
+def test_the_mcp_server_starts_before_any_memory_and_its_first_save_makes_one(tmp_path: Path) -> None:
+    """No `init`: the server answers, a search finds nothing, and the first save makes the
+    user's memory (it refused to start: "memory directory does not exist")."""
+    pytest.importorskip("mcp")
+    import subprocess
+    import sys
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_search", "arguments": {"query": "cat"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {
+                "name": "memory_remember",
+                "arguments": {
+                    "type": "user",
+                    "name": "cat",
+                    "description": "The user's cat is Sesame",
+                    "body": "Sesame",
+                },
+            },
+        },
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "sagemem", "mcp"],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        cwd=bare,
+        timeout=120,
+    )
+    answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
+    assert set(answers) == {1, 2, 3}, done.stderr
+    assert answers[2]["result"]["isError"] is False and answers[2]["result"]["structuredContent"] == {
+        "result": []
+    }
+    saved = json.loads(answers[3]["result"]["content"][0]["text"])
+    assert saved["scope"] == "user" and (home() / ".sagemem" / "memory" / "user_cat.md").is_file()

@@ -373,9 +373,8 @@ def test_listings_show_no_secret_in_a_field(tmp_path: Path) -> None:
 def test_mcp_memory_list_shows_no_secret(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     import anyio
-    from mcp import Client
 
-    from sagemem.agents.mcp_server import build
+    from .mcp_client import connect
 
     store = MemoryStore(tmp_path / "mem")
     store.init()
@@ -384,7 +383,7 @@ def test_mcp_memory_list_shows_no_secret(tmp_path: Path) -> None:
     )
 
     async def listed() -> str:
-        async with Client(build(store)) as client:
+        async with connect(store) as client:
             result = await client.call_tool("memory_list", {})
             return json.dumps(result.structured_content) + "".join(
                 getattr(c, "text", "") for c in result.content

@@ -103,12 +103,11 @@ def test_a_pulled_snippet_is_redacted_in_search_and_its_description_too(store: M
 def test_a_pulled_snippet_is_redacted_through_mcp(store: MemoryStore) -> None:
     pytest.importorskip("mcp")
     import anyio
-    from mcp import Client
 
-    from sagemem.agents.mcp_server import build
+    from .mcp_client import connect
 
     async def search() -> Any:
-        async with Client(build(store)) as client:
+        async with connect(store) as client:
             result = await client.call_tool("memory_search", {"query": QUESTION, "limit": 10})
             assert result.is_error is False
             return (
@@ -264,12 +263,11 @@ def test_a_file_name_holding_a_secret_is_refused_by_the_cli_and_says_not_what_it
 def test_a_file_name_holding_a_secret_is_refused_through_mcp(store: MemoryStore) -> None:
     pytest.importorskip("mcp")
     import anyio
-    from mcp import Client
 
-    from sagemem.agents.mcp_server import build
+    from .mcp_client import connect
 
     async def write() -> Any:
-        async with Client(build(store)) as client:
+        async with connect(store) as client:
             return await client.call_tool(
                 "memory_write",
                 {"file": f"project_{TOKEN}.md", "content": "---\ndescription: x\n---\n\nbody\n"},

@@ -28,7 +28,6 @@ comes from the project either.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -156,17 +155,15 @@ def hooks_settings(command: list[str]) -> dict[str, Any]:
     return {"hooks": {event: [{"hooks": [handler(event)]}] for event in EVENTS}}
 
 
-def block(hooks_file: Path, bridge: Path | None, command: list[str], with_mcp: bool) -> str:
+def block(hooks_file: Path, bridge: Path | None, command: list[str]) -> str:
     """The marked patch entry (JSON flow values, which are YAML)."""
     rows = []
     if bridge is not None:
         config = {"configPath": str(hooks_file), "defaultTimeoutMs": HOOK_TIMEOUT * 1000}
         rows.append({"id": "sagemem-hooks", "name": str(bridge), "config": config})
-    if with_mcp:
-        executable, *rest = command
-        args = [*rest, "mcp"]
-        config = {"serverName": "sagemem", "transport": "stdio", "command": executable, "args": args}
-        rows.append({"id": "sagemem-mcp", "name": MCP_CLIENT, "config": config})
+    executable, *rest = command
+    config = {"serverName": "sagemem", "transport": "stdio", "command": executable, "args": [*rest, "mcp"]}
+    rows.append({"id": "sagemem-mcp", "name": MCP_CLIENT, "config": config})
     lines = [BEGIN, "- insert:", *(f"    - {json.dumps(row, ensure_ascii=False)}" for row in rows), END]
     return "\n".join(lines) + "\n"
 
@@ -205,15 +202,12 @@ def apply(
             )
         command = sagemem_command()
         entry = find_bridge(bridge) or _bridge_in(before)
-        with_mcp = importlib.util.find_spec("mcp") is not None
         if entry is None:  # dsh does not ship its Claude Code hooks bridge
             todo.append(BRIDGE_INSTALL)
-        if not with_mcp:  # sagemem's MCP tools need the extra
-            todo.append("pip install 'sagemem[mcp]'")
         if todo:
             todo.append("sagemem install dsh" + (f" --profile {profile}" if profile else ""))
-        ours = block(hooks_file, entry, command, with_mcp) if entry is not None or with_mcp else ""
-        text = _with_block(kept, ours.replace("\n", newline)) if ours else kept
+        ours = block(hooks_file, entry, command)
+        text = _with_block(kept, ours.replace("\n", newline))
         settings = (json.dumps(hooks_settings(command), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     elif original is not None and BEGIN in original:
         text = kept if _parse(path, kept) is not None else kept.rstrip("\r\n") + f"{newline}[]{newline}"

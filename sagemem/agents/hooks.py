@@ -206,11 +206,7 @@ def _rules_for(harness: str, cwd: Path, env: Mapping[str, str] | None) -> Any:
 
 def _mcp_ready(harness: str, cwd: Path, home: Path, env: Mapping[str, str]) -> bool:
     """Whether this harness starts sagemem's MCP server (so its tools can be named): an entry
-    for it in the harness's settings, and the mcp package installed here."""
-    import importlib.util
-
-    if importlib.util.find_spec("mcp") is None:
-        return False
+    for it in the harness's settings (the server needs no package beyond sagemem)."""
     if harness == "dsh":
         return True  # `install dsh` mounts the MCP client beside the hooks bridge
     from ..store.native import git_main_root, read_json

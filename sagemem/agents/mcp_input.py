@@ -1,8 +1,7 @@
 """The MCP server's standard input, one JSON-RPC line at a time, so that every request is
 answered.
 
-The SDK reads whole lines and drops any it cannot parse without a word, so its client waits
-until its own timeout. Two kinds of line are mended here before it sees them:
+Two kinds of line are mended here before the protocol layer reads them:
 
 * A line longer than `MAX_LINE_BYTES` is not held in memory: it is skipped to its end and
   replaced by a request for a method no server has, named with the reason, under the same
@@ -10,12 +9,7 @@ until its own timeout. Two kinds of line are mended here before it sees them:
   clients put it: at the start (`{"jsonrpc":"2.0","id":…`) or at the end (the TypeScript
   SDK writes `{…request, "jsonrpc":"2.0", "id":…}`); a line with neither is dropped.
 * A string holding a lone UTF-16 surrogate (`"\\ud800"`, valid JSON syntax, not text) has
-  each one replaced by U+FFFD, as the SDK already does for bytes that are not UTF-8.
-
-And the end of the input is held back until every request read has been answered (for at
-most `DRAIN_SECONDS`): the SDK ends the session at the end of its input and cancels what is
-still running, so a client that sends its requests and closes (a script, a pipe) would get
-no answers. `Answers` is the other side: the protocol's output, noting each answer's id.
+  each one replaced by U+FFFD, as bytes that are not UTF-8 are.
 """
 
 from __future__ import annotations
@@ -24,10 +18,8 @@ import io
 import json
 import os
 import re
-import threading
 from typing import Any
 
-DRAIN_SECONDS = 60.0  # the longest a request still running at the input's end is waited for
 MAX_LINE_BYTES = 8 * 1024 * 1024  # a 512 KiB memory sent as \uXXXX escapes is under 2 MiB
 _CHUNK = 64 * 1024
 _EDGE = 4096  # how much of an over-long line's start and end is kept to find its id in
@@ -38,74 +30,12 @@ _LEADING_ID = re.compile(rb"\A\s*\{(?:\s*" + _SHORT + rb"\s*,)*\s*\"id\"\s*:\s*"
 _TRAILING_ID = re.compile(rb",\s*\"id\"\s*:\s*" + _ID + rb"(?:\s*,\s*" + _SHORT + rb")*\s*\}\s*\Z")
 
 
-class Pending:
-    """The ids of the requests read and not yet answered."""
-
-    def __init__(self) -> None:
-        self.ids: set[str] = set()
-        self.changed = threading.Condition()
-
-    def asked(self, line: bytes) -> None:
-        message = _message(line)
-        if "method" in message and "id" in message:
-            with self.changed:
-                self.ids.add(json.dumps(message["id"]))
-
-    def answered(self, message: dict[str, Any]) -> None:
-        if "method" not in message and "id" in message:
-            with self.changed:
-                self.ids.discard(json.dumps(message["id"]))
-                self.changed.notify_all()
-
-    def drain(self, seconds: float) -> None:
-        with self.changed:
-            self.changed.wait_for(lambda: not self.ids, timeout=seconds)
-
-
-def _message(line: bytes) -> dict[str, Any]:
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return {}
-    return message if isinstance(message, dict) else {}
-
-
-class Answers(io.RawIOBase):
-    """The protocol's output on file descriptor `wire`, a line at a time, each answer's id
-    noted. It stands in for standard output, so a line that is not a JSON-RPC message (a
-    stray print) goes to `stray` (stderr) instead of breaking the protocol."""
-
-    def __init__(self, wire: int, pending: Pending, stray: int = 2) -> None:
-        super().__init__()
-        self.wire, self.stray = wire, stray
-        self.pending = pending
-        self.partial = b""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        *lines, self.partial = (self.partial + bytes(data)).split(b"\n")
-        for line in lines:
-            message = _message(line)
-            _write_all(self.wire if message.get("jsonrpc") == "2.0" else self.stray, line + b"\n")
-            self.pending.answered(message)
-        return len(data)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 class Requests(io.RawIOBase):
     """File descriptor `fd` read as lines, each mended as the module docstring says."""
 
-    def __init__(self, fd: int, pending: Pending | None = None) -> None:
+    def __init__(self, fd: int) -> None:
         super().__init__()
         self.fd = fd
-        self.asked = pending
         self.pending = bytearray()  # mended lines not yet read
         self.pieces: list[bytes] = []  # the line being read, in the chunks it came in
         self.size = 0
@@ -120,9 +50,7 @@ class Requests(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         while not self.pending and not self.ended:
-            if self.eof:  # all read was handed on: the SDK stops at the end, so answer first
-                if self.asked is not None:
-                    self.asked.drain(DRAIN_SECONDS)
+            if self.eof:
                 self.ended = True
             else:
                 self._fill()
@@ -164,8 +92,6 @@ class Requests(io.RawIOBase):
         else:
             line = mend(b"".join(self.pieces)) + (b"\n" if newline else b"")
             self.pieces, self.size = [], 0
-        if self.asked is not None:
-            self.asked.asked(line)
         self.pending += line
 
 
@@ -176,7 +102,7 @@ def request_id(head: bytes, tail: bytes) -> bytes:
 
 
 def refusal(request_id: bytes) -> bytes:
-    """A line the SDK answers with an error naming why, under `request_id`; nothing for a
+    """A line the server answers with an error naming why, under `request_id`; nothing for a
     line without an id to answer under (a notification, or an id in its middle)."""
     if not request_id:
         return b""
@@ -191,7 +117,7 @@ def mend(line: bytes) -> bytes:
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
-        return line  # the SDK answers what it can parse
+        return line  # answered as the line it is (a parse error)
     mended = _without_surrogates(message)
     return line if mended == message else json.dumps(mended).encode("ascii")
 

@@ -1,4 +1,4 @@
-"""`sagemem mcp`: the memory set as an MCP server over stdio (needs `sagemem[mcp]`).
+"""`sagemem mcp`: the memory set as an MCP server over stdio (`mcp_protocol`: no SDK needed).
 
 Each tool calls the `MemorySet` / `MemoryStore` facades, so every rule of the CLI holds here
 too: one-segment names, no reserved files, size caps, version-guarded writes, conflicts
@@ -20,15 +20,6 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Annotated, Any
 
-from pydantic import Field
-
-try:
-    from mcp.server import MCPServer as _Server  # mcp >= 2
-    from mcp.server.mcpserver.exceptions import ToolError
-except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP as _Server  # type: ignore[no-redef]
-    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
-
 from ..memory_set import MemorySet
 from ..memory_store import MemoryStore
 from ..search.inject import read_snippet
@@ -36,6 +27,7 @@ from ..store.config import STATE_DIR_NAME, Scope
 from ..store.errors import SagememError, SagememWarning, VersionConflict
 from ..store.names import TYPES
 from ..store.secrets import shown
+from .mcp_protocol import Field, Server, ToolError
 
 INSTRUCTIONS = (
     "File-based memory of this user and project: Markdown notes of preferences, decisions, "
@@ -60,14 +52,15 @@ def _doc(text: str) -> str:
     return inspect.cleandoc(text)
 
 
-def build(memories: MemorySet | MemoryStore) -> Any:
-    """The server, with its tools bound to `memories` (a set, or one store)."""
+def build(memories: MemorySet | MemoryStore, *, version: str = "") -> Server:
+    """The server, with its tools bound to `memories` (a set, or one store); `version` is
+    the one it gives in its answer to `initialize`."""
     if isinstance(memories, MemoryStore):
         store = memories
         lock_dir = store.lock_dir or store.memory_dir / STATE_DIR_NAME / "locks"
         native = store.lock_dir is not None  # a harness's own folder keeps its locks in the state
         memories = MemorySet([Scope(store.scope, store.memory_dir, store.state_dir, "", lock_dir, native)])
-    server = _Server("sagemem", instructions=INSTRUCTIONS)
+    server = Server("sagemem", version=version, instructions=INSTRUCTIONS)
 
     def hit_dict(hit: Any) -> dict[str, Any]:
         snippet = read_snippet(memories.snippet_dir(hit), hit.entry, hit.start, hit.end)
@@ -94,6 +87,8 @@ def build(memories: MemorySet | MemoryStore) -> Any:
         query: Annotated[str, Field(description="The question or topic, in the user's words")],
         limit: Annotated[int, Field(description="Snippets at most (1-20)")] = 5,
     ) -> list[dict[str, Any]]:
+        if not any(store.memory_dir.is_dir() for store in memories.stores):
+            return []  # nothing saved yet: the first memory_remember makes the directory
         hits = _call(lambda: memories.search(query, limit=max(1, min(limit, 20)), pull=True).hits)
         return [hit_dict(h) for h in hits]
 
@@ -352,28 +347,29 @@ def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-def serve(scopes: list[Scope]) -> None:
-    """Run over stdio until the client closes it. Standard input is read through
-    `mcp_input.Requests`, so that a request the SDK could not parse is still answered."""
+def serve(scopes: list[Scope], *, version: str = "") -> None:
+    """Run over stdio until the client closes it, answering each request in turn. Standard
+    input is read through `mcp_input.Requests`, so that a line too long to read or holding a
+    lone surrogate is still answered."""
     import io
     import os
-    import sys
 
-    from .mcp_input import Answers, Pending, Requests
+    from .mcp_input import Requests
+    from .mcp_protocol import serve as answer_each
 
     # The protocol goes through copies of fds 0 and 1; fd 0 is then the null device and fd 1
-    # stderr, so what a tool or a child reads or prints is never the protocol (as the SDK's
-    # own stdio arranges, which it cannot here: these streams are not those fds).
+    # stderr, so what a tool or a child reads or prints is never the protocol.
     wire_in, wire_out = os.dup(0), os.dup(1)
     nothing = os.open(os.devnull, os.O_RDONLY)
     os.dup2(nothing, 0)
     os.close(nothing)
     os.dup2(2, 1)
-    pending = Pending()
-    sys.stdin = io.TextIOWrapper(
-        io.BufferedReader(Requests(wire_in, pending)), encoding="utf-8", errors="replace"
-    )
-    sys.stdout = io.TextIOWrapper(
-        io.BufferedWriter(Answers(wire_out, pending)), encoding="utf-8", line_buffering=True
-    )
-    build(MemorySet.found(scopes)).run()
+    server = build(MemorySet.found(scopes), version=version)
+    lines = io.BufferedReader(Requests(wire_in))
+
+    def write(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(wire_out, view) :]
+
+    answer_each(server, iter(lines.readline, b""), write)

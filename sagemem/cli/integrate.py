@@ -213,23 +213,16 @@ def doctor(as_json: bool) -> None:
 @cli.command()
 @pass_ctx
 def mcp(ctx: _Context) -> None:
-    """Serve the memory set over MCP on stdio (needs `pip install 'sagemem[mcp]'`).
+    """Serve the memory set over MCP on stdio.
 
     \b
     Example (Claude Code):
         claude mcp add --scope project sagemem -- sagemem mcp
     """
-    from ..store.errors import SagememError, StoreNotFound
+    from .. import __version__
+    from ..agents.mcp_server import serve
 
-    scopes = [s for s in ctx.scopes if s.memory_dir.is_dir()]
-    if not scopes:
-        first = ctx.scopes[0].memory_dir
-        raise StoreNotFound(f"{first}: memory directory does not exist (run `sagemem init`)")
-    try:
-        from ..agents.mcp_server import serve
-    except ImportError:
-        raise SagememError("the MCP server needs the mcp package: pip install 'sagemem[mcp]'") from None
-    serve(scopes)
+    serve(ctx.scopes, version=__version__)  # scopes not made yet too: the first save makes its own
 
 
 @cli.command()

@@ -55,7 +55,7 @@ from .findings import INFO, OK, PROBLEM, UNKNOWN, Finding, Report
 from .gemini import gemini_trust
 from .memory_dir import memory_findings
 from .places import Places, ThisSagemem, git_main_root, git_root
-from .probes import INITIALIZE, MCP_MISSING, PROMPT_EVENTS, TEST_PROMPT, hook_findings
+from .probes import INITIALIZE, PROMPT_EVENTS, TEST_PROMPT, hook_findings
 from .process import Ran, Session, run
 from .settings import MAX_SETTINGS_BYTES, Hook, McpEntry, hooks_in, mcp_entry, read_settings
 
@@ -64,7 +64,6 @@ __all__ = [
     "INFO",
     "INITIALIZE",
     "MAX_SETTINGS_BYTES",
-    "MCP_MISSING",
     "OK",
     "PROBLEM",
     "PROMPT_EVENTS",

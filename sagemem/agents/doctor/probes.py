@@ -16,14 +16,13 @@ its entry's variables, only sagemem's own.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from pathlib import Path
 
-from .commands import Resolved, Verdict, hook_words, interpreter, resolve, sagemem_rest, shadowed, verdict
+from .commands import Resolved, Verdict, hook_words, resolve, sagemem_rest, shadowed, verdict
 from .findings import PROBLEM, Finding, ok, problem, unknown
 from .places import Places
-from .process import Failed, Session, last_line, run, settled
+from .process import Failed, Session, last_line, run
 from .settings import Hook, McpEntry, nested, reinstall
 
 TEST_PROMPT = "sagemem doctor: a test event; nothing to look up"
@@ -38,7 +37,6 @@ INITIALIZE = {
     "capabilities": {},
     "clientInfo": {"name": "sagemem-doctor", "version": "1"},
 }
-MCP_MISSING = ("needs the mcp package", "No module named 'mcp'")
 
 
 def hook_findings(hooks: list[Hook], places: Places, runs: Runs) -> list[Finding]:
@@ -247,16 +245,6 @@ def _test_mcp(entry: McpEntry, argv: tuple[str, ...], places: Places) -> Finding
             try:
                 result = session.request("initialize", INITIALIZE)
             except Failed as failed:
-                said = f"{failed} {session.stderr.decode('utf-8', 'replace')}"
-                if any(marker in said for marker in MCP_MISSING):
-                    python = interpreter(Path(argv[0]), settled(places.env).get("PATH", os.defpath))
-                    text = f"does not start: the mcp package is missing from {python}"
-                    return problem(
-                        entry.harness, "mcp", text, f"{shlex.quote(python)} -m pip install 'sagemem[mcp]'"
-                    )
-                if "memory directory does not exist" in said:  # the memory finding says which
-                    fix = "sagemem init --project (this project's memory) or sagemem init (yours)"
-                    return problem(entry.harness, "mcp", f"does not start: {failed}", fix)
                 return problem(entry.harness, "mcp", f"does not answer: {failed}", by_hand)
     except OSError as exc:
         return unknown(entry.harness, "mcp", f"could not be started: {exc.strerror or exc}")
