@@ -240,6 +240,7 @@ PROMPT_HOOK = {
 SESSION_START = PROMPT_HOOK | {
     "sagemem.store.archive", "sagemem.store.directory", "sagemem.store.frontmatter",
     "sagemem.store.guard", "sagemem.store.index", "sagemem.store.memory", "sagemem.store.native",
+    "sagemem.search.rules",  # the memories' language, for a start's framing
 }  # fmt: skip
 FILE_TOOL = PROMPT_HOOK | {
     "sagemem.store.directory", "sagemem.store.archive", "sagemem.store.frontmatter",
@@ -260,10 +261,15 @@ def warm(tmp_path: Path) -> Path:
 
 
 def test_the_hook_loads_the_modules_it_loaded_before_and_no_more(warm: Path) -> None:
+    start = {"hook_event_name": "SessionStart", "session_id": "s", "source": "startup"}
+    assert loaded_by_hook(warm, start) == SESSION_START
+    # A session's prompts after the one that settled its saving rules (its start, here).
     prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "怎么部署 deploy"}
     assert loaded_by_hook(warm, prompt) == PROMPT_HOOK
-    start = {"hook_event_name": "SessionStart", "session_id": "s2", "source": "startup"}
-    assert loaded_by_hook(warm, start) == SESSION_START
+    # A session whose first hook is a prompt reads, once, whether it needs the rules (and
+    # writes them).
+    first = {**prompt, "session_id": "s2"}
+    assert loaded_by_hook(warm, first) <= PROMPT_HOOK | {"sagemem.store.native", "sagemem.search.rules"}
     edit = {"file_path": str(warm / "project_x.md"), "old_string": "deploy", "new_string": "ship"}
     done = {"hook_event_name": "PostToolUse", "session_id": "s", "tool_name": "Edit", "tool_input": edit}
     assert loaded_by_hook(warm, done) == FILE_TOOL

@@ -289,21 +289,31 @@ def test_harnesses_without_memory_rules_get_ours_once_a_session(project: Path) -
     assert "How to save a memory" not in start(project, "codex", sid="r2", SAGEMEM_RULES="0")
 
 
-def test_the_rules_come_with_a_start_event_that_arrives_after_the_first_prompt(project: Path) -> None:
-    # dsh runs SessionStart detached: the first prompt's hook may give the baseline first.
-    event = {"session_id": "late", "cwd": str(project), "hook_event_name": "UserPromptSubmit"}
-    event["prompt"] = "When does the studio open?"
-    asked = subprocess.run(
-        [sys.executable, "-m", "sagemem", "hook", "dsh", "UserPromptSubmit"],
-        input=json.dumps(event),
-        capture_output=True,
-        text=True,
-        cwd=project,
-        timeout=120,
-    )
-    assert asked.returncode == 0 and "How to save a memory" not in asked.stdout
-    assert "How to save a memory" in start(project, "dsh", sid="late")
-    assert "How to save a memory" not in start(project, "dsh", sid="late", source="resume")
+def test_dsh_gets_the_rules_with_the_first_prompt_whenever_its_start_event_runs(project: Path) -> None:
+    """dsh runs SessionStart detached, at the same moment as the first prompt's hook, and
+    what it says reaches only the second model request: the rules ride on the prompt, so the
+    first request has them (a session of one answer has no second), whichever hook ran first."""
+
+    def prompt(sid: str) -> str:
+        event = {"session_id": sid, "cwd": str(project), "hook_event_name": "UserPromptSubmit"}
+        event["prompt"] = "What is the capital of France?"  # no memory bears on it
+        done = subprocess.run(
+            [sys.executable, "-m", "sagemem", "hook", "dsh", "UserPromptSubmit"],
+            input=json.dumps(event),
+            capture_output=True,
+            text=True,
+            cwd=project,
+            timeout=120,
+        )
+        assert done.returncode == 0 and done.stderr == ""
+        return done.stdout
+
+    assert "How to save a memory" in prompt("late")  # the start event comes after
+    assert "How to save a memory" not in start(project, "dsh", sid="late")
+    assert "How to save a memory" not in start(project, "dsh", sid="early")  # the start came first
+    assert "How to save a memory" in prompt("early")
+    assert "How to save a memory" not in prompt("early")  # once a session
+    assert "How to save a memory" in start(project, "codex", sid="c1")  # elsewhere with the start
 
 
 def test_claude_code_gets_no_rules_while_its_own_memory_is_on(project: Path) -> None:
@@ -313,13 +323,27 @@ def test_claude_code_gets_no_rules_while_its_own_memory_is_on(project: Path) -> 
 
 
 def test_the_rules_name_the_mcp_tools_where_the_server_is_configured(project: Path) -> None:
-    pytest.importorskip("mcp")
     (project / ".gemini").mkdir()
     entry = {"mcpServers": {"sagemem": {"command": "sagemem", "args": ["mcp"]}}}
     (project / ".gemini" / "settings.json").write_text(json.dumps(entry))
     text = start(project, "gemini")
     assert "memory_remember(" in text and "remember --type" not in text
     assert "Type user → user" in text  # the scopes: where each type goes
+
+
+def test_the_rules_name_the_tools_as_claude_code_shows_them(project: Path) -> None:
+    from sagemem.search.rules import MAX_RULES_BYTES
+
+    entry = {"mcpServers": {"sagemem": {"command": "sagemem", "args": ["mcp"]}}}
+    (project / ".mcp.json").write_text(json.dumps(entry))
+    text = start(project, "claude-code", CLAUDE_CODE_DISABLE_AUTO_MEMORY="1")
+    assert "mcp__sagemem__memory_remember(" in text and "mcp__sagemem__memory_search" in text
+    rules = text.split("\n\n", 1)[0]
+    assert rules.startswith("How to save a memory") and len(rules.encode("utf-8")) <= MAX_RULES_BYTES
+    gemini = project / ".gemini"
+    gemini.mkdir()
+    (gemini / "settings.json").write_text(json.dumps(entry))
+    assert "mcp__" not in start(project, "gemini", sid="g1")  # Gemini CLI shows the plain name
 
 
 def test_the_rules_follow_the_language_the_memories_are_written_in(tmp_path: Path) -> None:
@@ -331,6 +355,29 @@ def test_the_rules_follow_the_language_the_memories_are_written_in(tmp_path: Pat
         },
     )
     assert "如何保存记忆" in start(store.memory_dir.parent.parent, "gemini")
+
+
+def test_the_rules_are_a_block_of_their_own_in_the_memories_language(tmp_path: Path) -> None:
+    """Rules are instructions: never under the records' "background, not instructions"
+    framing, and with no record no framing and no "0 injected" status at all; the framing of
+    a start's records speaks the memories' language, as the rules do."""
+    root = tmp_path / "proj"
+    store = make(
+        root / ".sagemem" / "memory",
+        {
+            f"project_zh{n}.md": f"---\ndescription: 部署流程第{n}步的说明\n---\n\n先跑测试。\n"
+            for n in range(3)
+        },
+    )
+    alone = start(root, "codex")
+    assert alone.startswith("如何保存记忆") and "以下是可能" not in alone and "sagemem：" not in alone
+    assert "background" not in alone and "(sagemem:" not in alone
+    (store.memory_dir / "user_me.md").write_text(
+        "---\ndescription: 用户是谁\nbaseline: true\n---\n\n用户在杭州做后端开发。\n", encoding="utf-8"
+    )
+    both = start(root, "codex", sid="r2")
+    rules, records = both.split("以下是可能与这条消息有关的历史记忆", 1)
+    assert rules.startswith("如何保存记忆") and "用户在杭州做后端开发" in records
 
 
 def test_a_claude_memory_without_a_body_is_not_injected_again(project: Path) -> None:

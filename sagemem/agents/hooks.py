@@ -151,11 +151,16 @@ def handle(
         if fired in TOOL_EVENTS:
             return _file_tool(harness, fired, data, scopes, session)
         care: list[tuple[str, str]] = []
-        rules = None
+        # The saving rules come once a session (the ledger keeps count), with whichever hook
+        # runs first, asked for only while the session has not had them; in dsh with the
+        # prompt's alone: dsh starts SessionStart detached, at the same moment, and what it
+        # says reaches only the second model request.
+        prompted = fired not in START_EVENTS and session is not None
+        wanted = prompted or (fired in START_EVENTS and harness != "dsh")
+        rules = (lambda: _rules_for(harness, cwd, env)) if wanted else None
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
             care = _session_start(scopes)
-            rules = _rules_for(harness, cwd, env)
         else:
             query, reset = _question(str(data.get("prompt") or "")), False
             if any(marker in query for marker in OWN_MARKERS):
@@ -198,7 +203,9 @@ def _rules_for(harness: str, cwd: Path, env: Mapping[str, str] | None) -> Any:
 
             if claude_auto_memory(cwd, home, environment)[0]:
                 return None
-        return Rules(mcp=_mcp_ready(harness, cwd, home, environment))
+        # Claude Code and dsh (its Claude Code bridge) show an MCP tool as mcp__<server>__<tool>.
+        tool = "mcp__sagemem__" if harness in ("claude-code", "dsh") else ""
+        return Rules(mcp=_mcp_ready(harness, cwd, home, environment), tool=tool)
     except Exception as exc:  # noqa: BLE001 - no rules is better than no memory
         _log(None, f"{harness}: saving rules not chosen: {type(exc).__name__}: {exc}")
         return None

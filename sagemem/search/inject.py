@@ -197,14 +197,16 @@ def inject_set(
     max_bytes: int | None = None,
     care: Sequence[tuple[str, str]] = (),
     deadline: float | None = None,
-    rules: Rules | None = None,
+    rules: Rules | Callable[[], Rules | None] | None = None,
 ) -> Injection:
     """What to inject for `query` from a memory set, ranked as one collection. The session's
     ledger is in the first scope's state; each scope counts its own uses. `max_bytes` caps
     this one injection (a harness's limit); `care` holds (check, file) findings to tell the
     session once, at its start (archived memories changed after archiving); past `deadline`
     (`time.monotonic()`), files not yet indexed are left for the next call and the answer
-    comes from what is indexed; `rules`, for a harness that tells its model nothing about
+    comes from what is indexed; `rules` (or what gives them, asked only while the session
+    has not settled them: a prompt's hook pays for it once), for a harness that tells its
+    model nothing about
     saving memory, adds "How to save a memory" once a session, at its start."""
     query = clip_query(query)
     if corpora is None:
@@ -232,12 +234,16 @@ def inject_set(
     with lexicon.opened(deadline) as words:
         result = retrieve.search(shelves, "" if acknowledges(query) else query, settings, words)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
+    if not settings.lang and not query.strip():  # a session's start: the memories' language
+        from .rules import describes_lang
+
+        lang = describes_lang(d for shelf in shelves for d in shelf.corpus.descriptions_sample())
     state_dir = scopes[0].state_dir
     plan = _Plan(scopes, shelves, result, query, settings, lang, task or settings.task or session)
     plan.max_bytes = max_bytes
     plan.care = tuple(care)
     if rules is not None and settings.rules:
-        plan.rules = _rules_text(rules, scopes, shelves, settings)
+        plan.rules = lambda: _rules_text(rules, scopes, shelves, settings)
     if session is None:
         injection = plan.run(Ledger(""), stateless=True)
     else:
@@ -268,15 +274,25 @@ def inject_set(
 
 
 class Rules(NamedTuple):
-    """How a harness's model may save a memory: through the MCP tools, or at the command line."""
+    """How a harness's model may save a memory: through the MCP tools, named as the harness
+    shows them (`tool`, their prefix), or at the command line."""
 
     mcp: bool
+    tool: str = ""
 
 
 def _rules_text(
-    rules: Rules, scopes: Sequence[Scope], shelves: Sequence[retrieve.Shelf], settings: Settings
+    given: Rules | Callable[[], Rules | None],
+    scopes: Sequence[Scope],
+    shelves: Sequence[retrieve.Shelf],
+    settings: Settings,
 ) -> str:
+    """The saving rules' text; "" when the harness needs none."""
     from .rules import describes_lang, saving_rules
+
+    rules = given if isinstance(given, Rules) else given()
+    if rules is None:
+        return ""
 
     lang = settings.lang or describes_lang(d for shelf in shelves for d in shelf.corpus.descriptions_sample())
     places = {
@@ -284,7 +300,7 @@ def _rules_text(
         "user": "your own ~/.sagemem/memory",
     }
     named = {s.name: places[s.name] for s in scopes if s.name in places} if len(scopes) > 1 else None
-    return saving_rules(lang, mcp=rules.mcp, command=command_line(), scopes=named)
+    return saving_rules(lang, mcp=rules.mcp, command=command_line(), scopes=named, tool=rules.tool)
 
 
 def _by_scope(snippets: Sequence[render.Snippet]) -> dict[str, list[str]]:
@@ -316,7 +332,8 @@ class _Plan:
         self.state_dir = scopes[0].state_dir
         self.query, self.settings, self.lang, self.task = query, settings, lang, task
         self.max_bytes: int | None = None  # one injection's cap (a harness's output limit)
-        self.rules = ""  # "How to save a memory", offered at a session's start
+        # "How to save a memory", offered once a session: what gives its text ("" for none)
+        self.rules: Callable[[], str] | None = None
         self.care: tuple[tuple[str, str], ...] = ()  # findings to tell at the session's start
 
     def run(self, ledger: Ledger, *, stateless: bool) -> Injection:
@@ -350,8 +367,12 @@ class _Plan:
         ]
         # The rules for saving: once a session (again after a compaction), whenever the start
         # event comes; dsh runs it detached, so the first prompt's hook may have come first.
-        rules_key = "rules" if self.rules else ""  # once a session, whatever its text has become
-        rules = self.rules if self.rules and not stateless and rules_key not in ledger.cards else ""
+        # Settled once a session, whatever the text has become, and so when there is none: a
+        # later prompt asks nothing (the harness's settings are read once).
+        settle = self.rules is not None and not stateless and "rules" not in ledger.cards
+        rules = self.rules() if settle and self.rules is not None else ""
+        if settle and not rules:
+            ledger.cards.append("rules")
         # The framing (intro, discipline, fence, status) is paid once per injection; sized here
         # with the longest status line it can have.
         framing = len(
@@ -425,7 +446,7 @@ class _Plan:
         if text:
             ledger.used = used
             ledger.reserve_used += sum(len(c.encode("utf-8")) for c in cards)
-            ledger.cards.extend(taken + ([rules_key] if rules else []))
+            ledger.cards.extend(taken + (["rules"] if rules else []))
         else:
             chosen, cards = [], []
         card = card if card in cards else ""

@@ -121,10 +121,13 @@ def render(
     left_out: Sequence[str] = (),
     rules: str = "",
 ) -> str:
-    """The whole injection: framing, sagemem's own `rules` for saving (outside the fence: they
-    are sagemem's words, not memory text), then the snippets and any cards (`extra`) inside
-    one fence (cards quote memory text too), then the status line, which also names the
-    memories `left_out` (unresolved merge conflicts)."""
+    """The whole injection: sagemem's own `rules` for saving, a block of their own (they are
+    instructions, where the records are background: never under the records' framing), then
+    the framing, the snippets and any cards (`extra`) inside one fence (cards quote memory
+    text too), then the status line, which also names the memories `left_out` (unresolved
+    merge conflicts). With rules and no record, the rules alone: no framing, no status."""
+    if rules and not parts and not extra:
+        return rules.rstrip("\n") + "\n"
     t = TEMPLATES[lang]
     body = "\n\n".join([*parts, *extra])
     fence = "`" * max(3, _longest_backticks(body) + 1)
@@ -134,9 +137,8 @@ def render(
         count=len(parts), used=_kib(used), limit=_kib(limit), omitted=omitted_text, left=left_text
     )
     dirs = [memory_dir] if isinstance(memory_dir, str) else list(memory_dir)
-    blocks = [t["intro"].format(dir=", ".join(quoted(d) for d in dirs)), t["discipline"]]
-    if rules:
-        blocks.append(rules.rstrip("\n"))
+    blocks = [rules.rstrip("\n")] if rules else []
+    blocks += [t["intro"].format(dir=", ".join(quoted(d) for d in dirs)), t["discipline"]]
     if body:
         blocks.append(f"{fence}text\n{body}\n{fence}")
     blocks.append(status)

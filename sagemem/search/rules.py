@@ -33,9 +33,9 @@ _PLACE_CHARS = (MAX_SCOPE_PLACE_CHARS, 32, 16, 0)
 # The ways to act, the same in both languages: the command lines are to be typed as they are.
 WAYS = {
     "mcp": {
-        "search": "memory_search",
-        "update": "memory_update(file, expected_version, ...)",
-        "remember": "memory_remember(type, name, description, body, tags, aliases, scope)",
+        "search": "{tool}memory_search",
+        "update": "{tool}memory_update(file, expected_version, ...)",
+        "remember": "{tool}memory_remember(type, name, description, body, tags, aliases, scope)",
     },
     "cli": {
         "search": '`{cmd} search "..."`',
@@ -99,17 +99,21 @@ _LINES = ("when", "never", "search", "new", "one", "description", "aliases", "da
 _TYPES = ("user", "feedback", "project", "reference")
 
 
-def saving_rules(lang: str, *, mcp: bool, command: str, scopes: Mapping[str, str] | None = None) -> str:
+def saving_rules(
+    lang: str, *, mcp: bool, command: str, scopes: Mapping[str, str] | None = None, tool: str = ""
+) -> str:
     """The section for `lang` ("en" or "zh"): a heading line, then one short line per rule,
     ending in a newline.
 
     `mcp` names the MCP tools, else the command lines of `command` (the head that
-    `command_line()` gives). `scopes` maps a scope's name to where its memories go and adds
+    `command_line()` gives); `tool` is what the harness puts before an MCP tool's name
+    (`mcp__sagemem__` in Claude Code), so the model sees the names it can call. `scopes`
+    maps a scope's name to where its memories go and adds
     which type goes where. Deterministic: the same arguments give the same bytes, so a
     harness's prompt cache keeps it."""
     t = RULES_TEXT[lang]
     way = "mcp" if mcp else "cli"
-    acts = {key: form.format(cmd=command) for key, form in WAYS[way].items()}
+    acts = {key: form.format(cmd=command, tool=tool) for key, form in WAYS[way].items()}
     keys = [f"search_{way}" if key == "search" else key for key in _LINES]
     lines = [t[key].format(**acts) for key in keys] + [t[key] for key in _TYPES]
     text = _section(t, lines)
