@@ -5,7 +5,6 @@ where it went; `remember TEXT` alone works."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import anyio
@@ -16,11 +15,7 @@ from sagemem.store.errors import InvalidMemory
 from sagemem.store.sentence import fields_from
 
 from .test_git import git
-from .test_scopes import cli
-
-
-def home() -> Path:
-    return Path(os.environ["HOME"])
+from .test_scopes import cli, home
 
 
 @pytest.fixture

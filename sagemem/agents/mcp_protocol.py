@@ -82,7 +82,8 @@ class Server:
             return None  # a notification: initialized, cancelled, progress
         if not isinstance(ident, (str, int)) or isinstance(ident, bool):
             return _error(None, INVALID_REQUEST, "the id must be a string or a number")
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        given = message.get("params")
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
         if method == "initialize":
             return _result(ident, self._initialize(params))
         if method == "ping":
@@ -90,9 +91,10 @@ class Server:
         if method == "tools/list":
             return _result(ident, {"tools": [_listed(tool) for tool in self.tools.values()]})
         if method == "tools/call":
-            tool = self.tools.get(params.get("name")) if isinstance(params.get("name"), str) else None
+            name = params.get("name")
+            tool = self.tools.get(name) if isinstance(name, str) else None
             if tool is None:
-                return _error(ident, INVALID_PARAMS, f"no tool named {params.get('name')!r}")
+                return _error(ident, INVALID_PARAMS, f"no tool named {name!r}")
             arguments = params.get("arguments")
             return _result(ident, _call(tool, arguments if isinstance(arguments, dict) else {}))
         return _error(ident, METHOD_NOT_FOUND, f"Method not found: {str(method)[:200]}")
@@ -200,7 +202,8 @@ def _schema(function: Callable[..., Any]) -> tuple[dict[str, Any], tuple[tuple[s
     properties: dict[str, Any] = {}
     required, params = [], []
     for name, parameter in inspect.signature(function).parameters.items():
-        kind, notes = hints[name], ()
+        kind = hints[name]
+        notes: tuple[Any, ...] = ()
         if typing.get_origin(kind) is typing.Annotated:
             kind, *extra = typing.get_args(kind)
             notes = tuple(extra)

@@ -197,17 +197,16 @@ def inject_set(
     max_bytes: int | None = None,
     care: Sequence[tuple[str, str]] = (),
     deadline: float | None = None,
-    rules: Rules | Callable[[], Rules | None] | None = None,
+    rules: Callable[[], Rules | None] | None = None,
 ) -> Injection:
     """What to inject for `query` from a memory set, ranked as one collection. The session's
     ledger is in the first scope's state; each scope counts its own uses. `max_bytes` caps
     this one injection (a harness's limit); `care` holds (check, file) findings to tell the
     session once, at its start (archived memories changed after archiving); past `deadline`
     (`time.monotonic()`), files not yet indexed are left for the next call and the answer
-    comes from what is indexed; `rules` (or what gives them, asked only while the session
-    has not settled them: a prompt's hook pays for it once), for a harness that tells its
-    model nothing about
-    saving memory, adds "How to save a memory" once a session, at its start."""
+    comes from what is indexed; `rules`, what tells how a harness's model may save a memory
+    (None: it needs no rules from sagemem), asked only while the session has not settled it,
+    adds "How to save a memory" once a session, with its first hook."""
     query = clip_query(query)
     if corpora is None:
         return corpus_module.using_all(
@@ -243,7 +242,7 @@ def inject_set(
     plan.max_bytes = max_bytes
     plan.care = tuple(care)
     if rules is not None and settings.rules:
-        plan.rules = lambda: _rules_text(rules, scopes, shelves, settings)
+        plan.rules = lambda: _rules_text(rules(), scopes, shelves, settings)
     if session is None:
         injection = plan.run(Ledger(""), stateless=True)
     else:
@@ -282,15 +281,11 @@ class Rules(NamedTuple):
 
 
 def _rules_text(
-    given: Rules | Callable[[], Rules | None],
-    scopes: Sequence[Scope],
-    shelves: Sequence[retrieve.Shelf],
-    settings: Settings,
+    rules: Rules | None, scopes: Sequence[Scope], shelves: Sequence[retrieve.Shelf], settings: Settings
 ) -> str:
     """The saving rules' text; "" when the harness needs none."""
     from .rules import describes_lang, saving_rules
 
-    rules = given if isinstance(given, Rules) else given()
     if rules is None:
         return ""
 
