@@ -195,8 +195,10 @@ class MemoryStore(Directory):
 
     def rollback(self, snapshot_id: str, *, scope: str = "files") -> dict[str, Any]:
         """Put the snapshot's files back, after verifying it and snapshotting the present.
-        Scope `all` also moves memories the snapshot did not have to `archive/`. Nothing is
-        deleted; returns what was restored, retired and kept."""
+        `scope` is which parts are rolled back (the command line's `--parts`): `files`, the
+        snapshot's files, while memories made since stay and keep their MEMORY.md lines; `all`
+        also moves memories the snapshot did not have to `archive/`. Nothing is deleted;
+        returns what was restored, retired and kept."""
         if scope not in ("files", "all"):
             raise SagememError(f"scope must be 'files' or 'all' (got {scope!r})")
         with self._snapshots_locked():
@@ -209,6 +211,7 @@ class MemoryStore(Directory):
             protection = self._take_snapshot(f"before rollback to {snapshot_id}", "protection")
             restored: list[str] = []
             outcome: dict[str, Any] = {"snapshot": snapshot_id, "scope": scope, "protection": protection.id}
+            staying = self._staying(chosen, scope)
             try:
                 for name, data in wanted.items():
                     with self._lock(targets[name]):
@@ -216,6 +219,8 @@ class MemoryStore(Directory):
                             current: bytes | None = read_bytes(targets[name], limit=MAX_COPY_BYTES)
                         except MemoryNotFound:
                             current = None
+                        if name_key(name) == name_key(INDEX_NAME) and current is not None:
+                            data = snapshot_module.keep_index_lines(data, current, staying)
                         if current != data:
                             write_atomic(targets[name], data)
                             restored.append(name)
@@ -251,6 +256,20 @@ class MemoryStore(Directory):
         )
         snapshot_module.record_rollback(self.state_dir, outcome)
         return outcome
+
+    def _staying(self, chosen: snapshot_module.Snapshot, scope: str) -> set[str]:
+        """The live memories a rollback leaves where they are, whose MEMORY.md lines it keeps:
+        with `files`, every memory the snapshot does not hold (made since, or left out of it);
+        with `all`, only those it will not move to `archive/` (left out of it, or locked)."""
+        held = {name_key(item["name"]) for item in chosen.files}
+        since = [name for name in self.files() if name_key(name) not in held]
+        if scope == "files":
+            return set(since)
+        try:
+            stays = {name_key(item["name"]) for item in chosen.skipped} | self.locked()
+        except SagememError:
+            return set(since)  # locks that cannot be read refuse every archive: all of them stay
+        return {name for name in since if name_key(name) in stays}
 
     def _take_snapshot(self, label: str, kind: str) -> snapshot_module.Snapshot:
         names = self.files() + ([index_path.name] if (index_path := self._index_path()) else [])

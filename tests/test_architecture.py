@@ -237,14 +237,15 @@ PROMPT_HOOK = {
     "sagemem.store.names", "sagemem.store.secret_shapes", "sagemem.store.secrets", "sagemem.store.shape",
     "sagemem.store.text",
 }  # fmt: skip
+# A start looks at MEMORY.md and the file names alone: no memory is parsed, no YAML read,
+# unless the index needs mending (or the archive folder exists).
 SESSION_START = PROMPT_HOOK | {
-    "sagemem.store.archive", "sagemem.store.directory", "sagemem.store.frontmatter",
-    "sagemem.store.guard", "sagemem.store.index", "sagemem.store.memory", "sagemem.store.native",
+    "sagemem.store.index", "sagemem.store.listing", "sagemem.store.native",
     "sagemem.search.rules",  # the memories' language, for a start's framing
 }  # fmt: skip
 FILE_TOOL = PROMPT_HOOK | {
     "sagemem.store.directory", "sagemem.store.archive", "sagemem.store.frontmatter",
-    "sagemem.store.guard", "sagemem.store.index", "sagemem.store.memory",
+    "sagemem.store.guard", "sagemem.store.index", "sagemem.store.listing", "sagemem.store.memory",
 }  # fmt: skip
 
 
@@ -263,6 +264,7 @@ def warm(tmp_path: Path) -> Path:
 def test_the_hook_loads_the_modules_it_loaded_before_and_no_more(warm: Path) -> None:
     start = {"hook_event_name": "SessionStart", "session_id": "s", "source": "startup"}
     assert loaded_by_hook(warm, start) == SESSION_START
+    assert "yaml" not in loaded(hook_code(start), ("yaml",), {**os.environ, "SAGEMEM_DIR": str(warm)}).stderr
     # A session's prompts after the one that settled its saving rules (its start, here).
     prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "怎么部署 deploy"}
     assert loaded_by_hook(warm, prompt) == PROMPT_HOOK

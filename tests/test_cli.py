@@ -400,6 +400,9 @@ def test_bench_command_small() -> None:
     assert report["warm_inject_ratio"] > 0 and report["search"]["min"] <= report["search"]["median"]
     assert report["warm_hook"]["min"] <= report["warm_hook"]["median"] <= report["warm_hook"]["max"]
     assert report["bare_python"]["median"] > 0 and report["peak_rss_mb"]["hook"] > 0
+    start = report["session_start"]
+    assert start["min"] <= start["median"] <= start["max"] and report["peak_rss_mb"]["start"] > 0
+    assert report["session_start_ratio"] == start["median"] / report["bare_python"]["median"]
 
 
 BAD = b"bad\xff".decode("utf-8", "surrogateescape")  # what the system makes of `$'bad\xff'`

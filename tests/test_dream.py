@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -828,3 +829,65 @@ def test_a_manifest_naming_a_file_outside_the_memory_directory_is_no_manifest(st
         rollback(store, manifest["id"])
     assert files_of(store) == before
     assert [f.file for f in store.check().findings if f.check == "state-record"] == [str(path)]
+
+
+def test_a_rolled_back_run_is_listed_as_rolled_back_and_a_second_rollback_changes_nothing(
+    store: MemoryStore,
+) -> None:
+    with serving(merge_script()) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    run_id, memory = manifest["id"], str(store.memory_dir)
+    runner = CliRunner()
+    undone = runner.invoke(cli, ["--dir", memory, "dream", "rollback", run_id, "--json"])
+    assert undone.exit_code == 0, undone.output
+    listed = runner.invoke(cli, ["--dir", memory, "dream", "list"])
+    (row,) = listed.stdout.splitlines()
+    assert re.split(r"\s{2,}", row)[:3] == [run_id, "apply", "rolled back"] and "done" not in row
+    (summary,) = json.loads(runner.invoke(cli, ["--dir", memory, "dream", "list", "--json"]).stdout)
+    assert (summary["status"], summary["run_status"], summary["rollbacks"]) == ("rolled back", "done", 1)
+    assert summary["rolled_back"] == json.loads(undone.stdout)["at"]
+    shown = runner.invoke(cli, ["--dir", memory, "dream", "show", run_id]).stdout
+    assert f"- status: done; rolled back {summary['rolled_back']}" in shown
+    assert "Undo: `sagemem dream rollback" not in shown
+    before, snapshots = files_of(store), [s.id for s in store.snapshots()]
+    manifest_path = store.state_dir / "dream" / run_id / "manifest.json"
+    saved = manifest_path.read_bytes()
+    again = runner.invoke(cli, ["--dir", memory, "dream", "rollback", run_id])
+    assert again.exit_code == 1 and again.stdout == ""
+    assert f"{run_id}: rolled back already, at {summary['rolled_back']}" in again.stderr
+    assert "nothing was changed" in again.stderr
+    assert files_of(store) == before and [s.id for s in store.snapshots()] == snapshots
+    assert manifest_path.read_bytes() == saved
+
+
+def test_a_rollback_that_left_conflicts_is_listed_as_partly_rolled_back(store: MemoryStore) -> None:
+    with serving(merge_script()) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    (store.memory_dir / "project_deploy.md").write_text(MERGED + "\nA person's later note.\n")
+    assert rollback(store, manifest["id"])["conflicts"]
+    listed = CliRunner().invoke(cli, ["--dir", str(store.memory_dir), "dream", "list", "--json"])
+    (summary,) = json.loads(listed.stdout)
+    assert (summary["status"], summary["run_status"], summary["rolled_back"]) == (
+        "partly rolled back",
+        "done",
+        None,
+    )
+    text = CliRunner().invoke(cli, ["--dir", str(store.memory_dir), "dream", "list"]).stdout
+    assert "partly rolled back" in text
+
+
+def test_dream_rollback_takes_its_old_option_spelling_with_a_note(store: MemoryStore) -> None:
+    with serving(merge_script()) as server:
+        manifest = dream(store, apply=True, base_url=server.url, model="fake-model")
+    runner = CliRunner()
+    memory = str(store.memory_dir)
+    shown = runner.invoke(cli, ["--dir", memory, "dream", "rollback", "--help"]).stdout
+    assert "--parts [files|all]" in shown and "--scope" not in shown
+    done = runner.invoke(
+        cli, ["--dir", memory, "dream", "rollback", manifest["id"], "--scope", "all", "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    assert "--scope is deprecated here; use --parts" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert json.loads(done.stdout)["retired"] == []
+    saved = json.loads((store.state_dir / "dream" / manifest["id"] / "manifest.json").read_text())
+    assert [r["scope"] for r in saved["rollbacks"]] == ["all"]

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
+from sagemem.agents import hooks
+from sagemem.store import listing
 
 from .memories import QUESTION, make_project
 
@@ -299,6 +301,39 @@ def test_session_start_repairs_an_index_a_merge_left_behind(project: Path) -> No
     assert store.snapshots()[-1].label == "before index --rebuild"
 
 
+@pytest.mark.parametrize("broken", ["duplicate", "dangling"])
+def test_a_start_finds_either_fault_from_the_names_alone(project: Path, broken: str) -> None:
+    """A start reads MEMORY.md and the file names; each fault alone still leads to the repair."""
+    folder = project / ".sagemem" / "memory"
+    store = MemoryStore(folder)
+    store.rebuild_index()
+    index = folder / "MEMORY.md"
+    line = next(x for x in index.read_text().splitlines() if "(project_studio_opening.md)" in x)
+    index.write_text(index.read_text() + (line if broken == "duplicate" else "- [Gone](gone.md) — x") + "\n")
+    assert listing.index_needs_mending(folder)
+    start = {"session_id": "m2", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+    hook(["claude-code"], start, project)
+    assert store.check_index().ok and not listing.index_needs_mending(folder)
+
+
+def test_a_repair_too_late_for_the_start_waits_for_the_next(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = project / ".sagemem" / "memory"
+    store = MemoryStore(folder)
+    index = folder / "MEMORY.md"
+    index.write_text(index.read_text() + "- [Gone](gone.md) — deleted\n")
+    start = {"session_id": "m3", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+    monkeypatch.setattr(hooks, "REPAIR_SECONDS", -1.0)  # the deadline has passed at once
+    hooks.handle("claude-code", None, json.dumps(start), env={**os.environ})
+    assert not store.check_index().ok and store.snapshots() == []  # nothing begun, nothing half done
+    log = (folder / ".sagemem" / "hook.log").read_text()
+    assert "index repair at session start put off" in log
+    monkeypatch.setattr(hooks, "REPAIR_SECONDS", 1.5)
+    hooks.handle("claude-code", None, json.dumps({**start, "session_id": "m4"}), env={**os.environ})
+    assert store.check_index().ok
+
+
 # -- secrets in what the agent's file tools write to memory -----------------------------------------
 
 TOKEN = "ghp_" + "Q7w" * 12  # a GitHub token's shape
@@ -452,3 +487,19 @@ def test_creating_a_memory_with_a_secret_is_the_one_creation_refused(project: Pa
     assert (
         tool(project, "PreToolUse", "Write", folder / "project_new.md", content="---\n---\nno secret\n") == ""
     )
+
+
+def test_hooks_without_any_memory_make_none(tmp_path: Path) -> None:
+    """Before `init`, a session runs: no memory directory appears, in the project or the home."""
+    project = tmp_path / "fresh"
+    project.mkdir()
+    home = Path(os.environ["HOME"])
+    for event in (
+        {"hook_event_name": "SessionStart", "session_id": "n1", "source": "startup"},
+        {"hook_event_name": "UserPromptSubmit", "session_id": "n1", "prompt": "what is my cat called?"},
+        {"hook_event_name": "PostToolUse", "session_id": "n1", "tool_name": "Read", "tool_input": {}},
+    ):
+        for harness in ("claude-code", "codex", "gemini"):
+            done = hook([harness], {"cwd": str(project), **event}, project)
+            assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert not (home / ".sagemem").exists() and list(project.iterdir()) == []

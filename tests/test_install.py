@@ -76,9 +76,12 @@ def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: 
         "permissions": {"allow": ["Bash(ls)"]},
     }
     target.write_text(json.dumps(mine, indent=4))
-    events = len(TARGETS[harness][2]) + (harness != "codex")  # the hooks, and the MCP entry
+    # The hooks, the MCP entry (Gemini's marked trusted), and this machine's launcher the
+    # project's portable lines run.
+    events = len(TARGETS[harness][2]) + (harness != "codex") + (harness == "gemini") + 1
     first = apply(harness, "project", add=True, cwd=tmp_path)
     assert len(first["changes"]) == events and first["backup"]
+    assert (home() / command.LAUNCHER).resolve() == Path(command.sagemem_command()[0]).resolve()
     assert Path(first["backup"]).read_text() == json.dumps(mine, indent=4)
     assert Path(first["backup"]).parent == cache_backups()  # no memory here yet: the cache dir
     installed = json.loads(target.read_text())
@@ -90,10 +93,11 @@ def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: 
     assert apply(harness, "project", add=True, cwd=tmp_path)["changes"] == []  # idempotent
     dry = apply(harness, "project", add=False, cwd=tmp_path, dry_run=True)
     assert dry["files"][0]["changes"] and json.loads(target.read_text()) == installed
+    portable = {"command": "sh", "args": ["-c", command.portable_line("mcp")]}
     if harness == "claude-code":
-        assert json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"]["args"][-1] == "mcp"
+        assert json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"] == portable
     if harness == "gemini":
-        assert installed["mcpServers"]["sagemem"]["args"][-1] == "mcp"
+        assert installed["mcpServers"]["sagemem"] == {**portable, "trust": True}
     if harness == "codex":
         assert first["todo"].splitlines()[0] == f"codex mcp add sagemem -- {command.command_line('mcp')}"
     apply(harness, "project", add=False, cwd=tmp_path)
@@ -117,12 +121,22 @@ def test_install_leaves_a_users_own_sagemem_handler_alone(tmp_path: Path) -> Non
 
 def test_uninstall_removes_the_python_m_form_it_wrote(tmp_path: Path, runs_as: Use) -> None:
     runs_as(str(tmp_path / "py" / "python3"), "-m", "sagemem")
+    apply("gemini", "user", add=True, cwd=tmp_path)
+    settings = home() / ".gemini" / "settings.json"
+    server = json.loads(settings.read_text())["mcpServers"]["sagemem"]
+    python = str(tmp_path / "py" / "python3")
+    assert server == {"command": python, "args": ["-m", "sagemem", "mcp"], "trust": True}
+    changes = apply("gemini", "user", add=False, cwd=tmp_path)["changes"]
+    assert "settings.json: removed MCP server sagemem" in changes
+    assert not settings.exists()  # install made it, and nothing else is in it
+
+
+def test_with_no_script_the_launcher_runs_the_module(tmp_path: Path, runs_as: Use) -> None:
+    runs_as(str(tmp_path / "py" / "python3"), "-P", "-m", "sagemem")
     apply("claude-code", "project", add=True, cwd=tmp_path)
-    server = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"]
-    assert server == {"command": str(tmp_path / "py" / "python3"), "args": ["-m", "sagemem", "mcp"]}
-    changes = apply("claude-code", "project", add=False, cwd=tmp_path)["changes"]
-    assert ".mcp.json: removed MCP server sagemem" in changes
-    assert not (tmp_path / ".mcp.json").exists()  # install made it, and nothing else is in it
+    launcher = home() / command.LAUNCHER
+    assert not launcher.is_symlink() and os.access(launcher, os.X_OK)
+    assert launcher.read_text() == f'#!/bin/sh\nexec {tmp_path / "py" / "python3"} -P -m sagemem "$@"\n'
 
 
 @pytest.mark.parametrize(
@@ -166,16 +180,26 @@ def test_install_command_user_scope(tmp_path: Path) -> None:
     reason="needs the suite to run from a virtual environment with sagemem's script installed",
 )
 def test_in_a_virtual_env_the_absolute_path_is_written(tmp_path: Path) -> None:
+    """In the user's own settings; a project's, which its team commits, run the launcher
+    that leads to it."""
     script = str(Path(sys.executable).with_name("sagemem").absolute())
-    done = sagemem("install", "claude-code", "--json", cwd=tmp_path, env={"PATH": os.defpath})
+    done = sagemem("install", "gemini", "--scope", "user", cwd=tmp_path, env={"PATH": os.defpath})
+    assert done.returncode == 0, done.stderr
+    settings = json.loads((home() / ".gemini" / "settings.json").read_text())
+    assert f"{script} hook gemini BeforeAgent" in commands(settings)
+    assert settings["mcpServers"]["sagemem"] == {"command": script, "args": ["mcp"], "trust": True}
+    done = sagemem("install", "claude-code", cwd=tmp_path, env={"PATH": os.defpath})
     assert done.returncode == 0, done.stderr
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
-    assert f"{script} hook claude-code UserPromptSubmit" in commands(settings)
-    server = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"]
-    assert server == {"command": script, "args": ["mcp"]}
+    assert command.portable_line("hook", "claude-code", "UserPromptSubmit", harness="claude-code") in (
+        commands(settings)
+    )
+    assert script not in (tmp_path / ".claude" / "settings.json").read_text()
+    assert os.readlink(home() / command.LAUNCHER) == script
 
 
 def test_an_older_entry_of_its_own_is_rewritten_in_place(tmp_path: Path, runs_as: Use) -> None:
+    """A machine's path from an earlier install becomes the portable line."""
     """A bare `sagemem` from an earlier install: the command changes, the place does not,
     and a person's handler in the same group and their other entries stay as they are."""
     target = tmp_path / ".claude" / "settings.json"
@@ -200,23 +224,23 @@ def test_an_older_entry_of_its_own_is_rewritten_in_place(tmp_path: Path, runs_as
     settings = json.loads(target.read_text())
     prompt = settings["hooks"]["UserPromptSubmit"]
     assert prompt[0] == {"hooks": [mine]} and prompt[1]["hooks"][1] == mine and len(prompt) == 2
-    assert prompt[1]["hooks"][0] == {
-        **old,
-        "command": "/opt/venv/bin/sagemem hook claude-code UserPromptSubmit",
-    }
+    line = command.portable_line("hook", "claude-code", "UserPromptSubmit", harness="claude-code")
+    assert prompt[1]["hooks"][0] == {**old, "command": line}
     assert settings["hooks"]["Stop"] == [{"hooks": [mine]}]
     changes = done["files"][0]["changes"]
-    assert (
-        "updated UserPromptSubmit hook: sagemem hook claude-code UserPromptSubmit -> "
-        "/opt/venv/bin/sagemem hook claude-code UserPromptSubmit"
-    ) in changes
+    assert f"updated UserPromptSubmit hook: sagemem hook claude-code UserPromptSubmit -> {line}" in changes
+    portable = {"command": "sh", "args": ["-c", command.portable_line("mcp")]}
     assert done["files"][1]["changes"] == [
-        "updated MCP server sagemem: sagemem mcp -> /opt/venv/bin/sagemem mcp"
+        f"updated MCP server sagemem: sagemem mcp -> sh -c '{portable['args'][1]}'"
     ]
-    assert json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"]["command"] == (
-        "/opt/venv/bin/sagemem"
-    )
+    assert json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["sagemem"] == portable
     assert apply("claude-code", "project", add=True, cwd=tmp_path)["changes"] == []
+    runs_as("/opt/venv2/bin/sagemem")  # sagemem moved: only this machine's launcher follows it
+    moved = apply("claude-code", "project", add=True, cwd=tmp_path)
+    assert moved["changes"] == [
+        "sagemem: updated this machine's sagemem for the project's shared settings: /opt/venv2/bin/sagemem"
+    ]
+    assert os.readlink(home() / command.LAUNCHER) == "/opt/venv2/bin/sagemem"
 
 
 def test_a_persons_own_mcp_entry_under_sagemems_name_is_left_alone(tmp_path: Path, runs_as: Use) -> None:
@@ -235,16 +259,23 @@ def test_each_change_is_printed_under_its_own_file(tmp_path: Path) -> None:
     assert f"{tmp_path / '.mcp.json'}: added MCP server sagemem" in lines
     settings = [line for line in lines if line.startswith(f"{tmp_path / '.claude' / 'settings.json'}: ")]
     assert len(settings) == 4 and all(" hook: " in line for line in settings)
+    shared = f"{tmp_path / '.claude' / 'settings.json'}, {tmp_path / '.mcp.json'}"
+    launcher = home() / command.LAUNCHER
+    assert f"to commit with the project: {shared}" in lines
+    assert f"this machine's own (not to commit): {launcher}" in lines
     as_json = json.loads(sagemem("install", "claude-code", "--json", cwd=tmp_path).stdout)
-    assert [f["path"] for f in as_json["files"]] == [
-        str(tmp_path / ".claude" / "settings.json"),
-        str(tmp_path / ".mcp.json"),
+    assert [(f["path"], f["shared"]) for f in as_json["files"]] == [
+        (str(tmp_path / ".claude" / "settings.json"), True),
+        (str(tmp_path / ".mcp.json"), True),
+        (str(launcher), False),
     ]
     assert all(f["changes"] == [] for f in as_json["files"]) and as_json["changes"] == []
     again = sagemem("install", "claude-code", cwd=tmp_path).stdout.splitlines()
     assert again == [
         f"{tmp_path / '.claude' / 'settings.json'}: nothing to change",
         f"{tmp_path / '.mcp.json'}: nothing to change",
+        f"{launcher}: nothing to change",
+        f"to commit with the project: {shared}",
         *as_json["notes"],  # and one line on Claude Code's own memory
     ]
     assert len(as_json["notes"]) == 1 and as_json["notes"][0].startswith("Claude Code's auto memory stays on")
@@ -261,8 +292,11 @@ def test_codex_says_a_new_or_changed_hook_needs_trust(tmp_path: Path, runs_as: U
     assert "only in a project you have trusted" in first["todo"]
     assert "codex_hooks = true" in first["todo"]  # the flag older Codex builds need
     assert "/hooks" not in (apply("codex", "project", add=True, cwd=tmp_path)["todo"] or "")
-    runs_as("/opt/b/bin/sagemem")  # the environment moved: the command changes, trust must be given again
-    moved = apply("codex", "project", add=True, cwd=tmp_path)
+    runs_as("/opt/b/bin/sagemem")  # the environment moved: the project's portable line stays
+    assert "/hooks" not in (apply("codex", "project", add=True, cwd=tmp_path)["todo"] or "")
+    apply("codex", "user", add=True, cwd=tmp_path)
+    runs_as("/opt/c/bin/sagemem")  # the user's hooks name it: they change, trust is given again
+    moved = apply("codex", "user", add=True, cwd=tmp_path)
     assert any(line.startswith("updated UserPromptSubmit hook") for line in moved["files"][0]["changes"])
     assert "/hooks" in moved["todo"]
 
@@ -332,7 +366,8 @@ def test_uninstall_removes_what_install_created_and_nothing_else(tmp_path: Path)
         str(project / ".mcp.json"),
     }
     assert state.stat().st_mode & 0o777 == 0o700
-    assert not (home() / ".sagemem").exists() and not cache_backups().exists()
+    assert not (home() / ".sagemem" / "memory").exists() and not cache_backups().exists()
+    assert (home() / command.LAUNCHER).exists()  # left for the other projects that run it
 
 
 def test_a_file_the_person_had_stays_even_empty(tmp_path: Path) -> None:
@@ -703,3 +738,26 @@ def test_what_else_a_forged_record_names_is_never_touched(tmp_path: Path) -> Non
     done = sagemem("uninstall", "claude-code", cwd=project)
     assert done.returncode == 0, done.stderr
     assert elsewhere.read_text() == '{"autoMemoryEnabled": false}' and victim.read_text() == "mine"
+
+
+def test_gemini_says_the_folder_must_be_trusted_until_it_is(tmp_path: Path) -> None:
+    first = apply("gemini", "project", add=True, cwd=tmp_path)
+    assert "trust this folder in Gemini" in first["todo"]
+    assert f'add {json.dumps(str(tmp_path.resolve()))}: "TRUST_FOLDER" to' in first["todo"]
+    rules = home() / ".gemini" / "trustedFolders.json"
+    rules.parent.mkdir(exist_ok=True)
+    rules.write_text(json.dumps({str(tmp_path): "TRUST_FOLDER"}))
+    assert apply("gemini", "project", add=True, cwd=tmp_path)["todo"] is None
+
+
+def test_gemini_runs_sagemems_tools_without_asking_unless_the_person_says(tmp_path: Path) -> None:
+    """`gemini -p` offers a model only the tools it need not confirm: the entry is trusted."""
+    settings = tmp_path / ".gemini" / "settings.json"
+    first = apply("gemini", "project", add=True, cwd=tmp_path)
+    assert json.loads(settings.read_text())["mcpServers"]["sagemem"]["trust"] is True
+    assert any("set trust on MCP server sagemem" in line for line in first["changes"])
+    data = json.loads(settings.read_text())
+    data["mcpServers"]["sagemem"]["trust"] = False  # the person wants to be asked
+    settings.write_text(json.dumps(data))
+    assert apply("gemini", "project", add=True, cwd=tmp_path)["changes"] == []
+    assert json.loads(settings.read_text())["mcpServers"]["sagemem"]["trust"] is False

@@ -1,20 +1,16 @@
 """The memory loop in the real CLIs: what one session saves, the next is given; and a harness
 with no memory instructions of its own is told how to save. Opt-in, since the CLIs come from
-npm.
+npm: `SAGEMEM_E2E=1 .venv/bin/python -m pytest -n 0 tests/test_loop_e2e.py` (docs/e2e.md).
 
-Each variable names one of the offline rigs (a fake model API on 127.0.0.1, an isolated
-home); a test is skipped unless its variable is set:
-
-* SAGEMEM_CC_SCRIPT: `cc_script.sh`, the real Claude Code executing a script of tool calls
-  (`cc_script.sh run WORKDIR PROJECT SCRIPT PROMPT`); CC_PREFIX names an install to reuse.
-* SAGEMEM_CODEX_E2E, SAGEMEM_GEMINI_E2E, SAGEMEM_DSH_E2E: `codex_e2e.sh`, `gemini_e2e.sh`,
-  `dsh_e2e.sh` (`RUNNER WORKDIR HOOK PROMPT EXPECTED`, exit 0 when EXPECTED reached a model
-  request); CODEX_PREFIX, GEMINI_PREFIX and DSH_PREFIX name installs to reuse.
+The rig (tests/e2e) runs each CLI headless against a fake model API on 127.0.0.1 that records
+every request, in an isolated HOME; Claude Code's main loop is answered with a script of tool
+calls, which it really executes (its hooks, its MCP servers, its permission system).
 
 Each project is set up as a person would: `git init`, `sagemem init --project`, `sagemem
-install <harness>` with this interpreter's sagemem, so the hooks and the MCP entry installed
-run its absolute path. Where a rig's isolation makes the setup differ from a person's, the
-test says how and why.
+install <harness>`, whose portable hook line finds this interpreter's sagemem first on the
+CLI's PATH. Where the rig's isolation makes the setup differ from a person's, the test says
+how and why. DeepSeek Harness is not in the rig yet: its cases still run through the runner
+SAGEMEM_DSH_E2E names (`dsh_e2e.sh`; DSH_PREFIX names an install to reuse).
 """
 
 from __future__ import annotations
@@ -32,13 +28,11 @@ import pytest
 
 from sagemem.store.command import command_line
 from sagemem.store.native import claude_memory_dir
+from tests.e2e.rigs import Rig, e2e
 
 SAGEMEM = [sys.executable, "-m", "sagemem"]
 # Read at import: the suite's fixture clears SAGEMEM_* variables before each test.
-RUNNERS = {
-    name: os.environ.get(name, "")
-    for name in ("SAGEMEM_CC_SCRIPT", "SAGEMEM_CODEX_E2E", "SAGEMEM_GEMINI_E2E", "SAGEMEM_DSH_E2E")
-}
+DSH_RUNNER = os.environ.get("SAGEMEM_DSH_E2E", "")
 RULES = "How to save a memory"
 FRIDAYS = "What is our rule about deploying to production on Fridays?"
 # Claude Code's words for its auto-memory folder, in the system prompt it sends.
@@ -57,8 +51,7 @@ for line in open(sys.argv[1], encoding="utf-8"):
 """
 
 
-def runner(name: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(not RUNNERS[name], reason=f"set {name} to run this end to end")
+dsh_runner = pytest.mark.skipif(not DSH_RUNNER, reason="set SAGEMEM_DSH_E2E to a dsh_e2e.sh to run this")
 
 
 def sagemem(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -73,7 +66,7 @@ def make_project(folder: Path, harness: str | None = None) -> Path:
     sagemem("init", "--project", cwd=folder)
     if harness is not None:
         done = sagemem("install", harness, cwd=folder)
-        assert command_line("hook", harness) in done.stdout  # this sagemem's absolute path
+        assert "to commit with the project:" in done.stdout  # the portable line, for every clone
     return folder
 
 
@@ -120,28 +113,10 @@ def model_requests(log: Path, path: str) -> list[dict]:
 # -- Claude Code ------------------------------------------------------------------------------
 
 
-def claude(workdir: Path, project: Path, script: list[dict], prompt: str, **env: str) -> list[dict]:
-    """One `claude -p` session of the scripted rig; the main-loop requests it sent."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    runs = len(list(workdir.glob("requests-*.jsonl")))
-    steps = workdir.parent / f"{workdir.name}-script-{runs}.json"
-    steps.write_text(json.dumps(script), encoding="utf-8")
-    done = subprocess.run(
-        ["bash", RUNNERS["SAGEMEM_CC_SCRIPT"], "run", str(workdir), str(project), str(steps), prompt],
-        capture_output=True,
-        text=True,
-        env={
-            **os.environ,
-            "CC_PREFIX": os.environ.get("CC_PREFIX") or str(workdir.parent / "npm"),
-            "CC_APPROVE_MCP": "1",  # the project's MCP server approved, as a person does when asked
-            **env,
-        },
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    log = workdir / f"requests-{runs}.jsonl"
-    (workdir / "requests.jsonl").rename(log)  # kept: the next run starts a new one
-    return [b for b in model_requests(log, r"/v1/messages$") if isinstance(b, dict) and b.get("tools")]
+def claude(rig: Rig, project: Path, script: list[dict], prompt: str, **options: object) -> list[dict]:
+    """One `claude -p` session; the main-loop requests it sent (those with tools)."""
+    done = rig.claude(project, prompt, script, **options).check()  # type: ignore[arg-type]
+    return [b for b in done.requests(r"/v1/messages$") if isinstance(b, dict) and b.get("tools")]
 
 
 def tool_results(body: dict) -> list[str]:
@@ -181,12 +156,12 @@ CAT = {
 }
 
 
-@runner("SAGEMEM_CC_SCRIPT")
+@e2e
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_claude_code_memory_in_its_own_folder_reaches_the_next_session(tmp_path: Path, lang: str) -> None:
     said, description, fact, question, answer = CAT[lang]
     project = make_project(tmp_path / "proj", "claude-code")
-    work = tmp_path / "cc"
+    rig = Rig(tmp_path / "cc")
     helper, shown = tmp_path / "folder_from_prompt.py", tmp_path / "memdir.txt"
     helper.write_text(FOLDER_FROM_PROMPT, encoding="utf-8")
     # Session 1 saves a memory as Claude's own system prompt tells its model to: with the
@@ -197,33 +172,33 @@ def test_claude_code_memory_in_its_own_folder_reaches_the_next_session(tmp_path:
     memory = f"---\nname: user-cat\ndescription: {description}\nmetadata:\n  type: user\n---\n\n{fact}\n"
     write = {"file_path": "{{re:MEMDIR=(.+?)=END}}user_cat.md", "content": memory}
     script = [
-        {"shell": shlex.join([sys.executable, str(helper), str(work / "requests.jsonl"), str(shown)])},
+        {"shell": shlex.join([sys.executable, str(helper), str(rig.next_log), str(shown)])},
         {"tool_use": {"name": "Read", "input": {"file_path": str(shown)}}},
         {"tool_use": {"name": "Write", "input": write}},
         {"text": "Saved."},
     ]
-    first = claude(work, project, script, said)
+    first = claude(rig, project, script, said)
     [named] = CLAUDE_MEMORY_AT.findall("\n".join(strings(first[0]["system"])))
-    home = work / "home"  # the rig's HOME, and CLAUDE_CONFIG_DIR=home/.claude
+    home = rig.home  # the rig's HOME, and CLAUDE_CONFIG_DIR=home/.claude
     assert Path(named) == claude_memory_dir(project, home, {"CLAUDE_CONFIG_DIR": str(home / ".claude")})
     assert answer in (Path(named) / "user_cat.md").read_text(encoding="utf-8")
     assert not any(holding(b, RULES) for b in first)  # auto memory on: Claude's rules, not sagemem's
 
     # Session 2, in the same home: the first request for the question holds the memory's
     # body, from sagemem's prompt hook, named with its scope.
-    second = claude(work, project, [{"text": answer}], question, CC_KEEP_HOME="1")
+    second = claude(rig, project, [{"text": answer}], question, keep_home=True)
     context = injected(second[0], fact)
     assert "### claude:user_cat.md:" in context
 
 
-@runner("SAGEMEM_CC_SCRIPT")
+@e2e
 def test_claude_code_mcp_remember_reaches_the_next_session(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj", "claude-code")
-    work = tmp_path / "cc"
+    rig = Rig(tmp_path / "cc")
     # The person has a user memory, made by `sagemem init` in their home. The rig makes a
-    # fresh HOME (work/home) for each run unless told to keep it: this one is made first, with
+    # fresh HOME (rig.home) for each run unless told to keep it: this one is made first, with
     # its user memory, and both runs keep it, as a person's home stays.
-    home = user_home(work / "home")
+    home = user_home(rig.home)
     fields = {
         "type": "user",
         "name": "editor",
@@ -231,7 +206,7 @@ def test_claude_code_mcp_remember_reaches_the_next_session(tmp_path: Path) -> No
         "body": "The user edits code in Kakoune.",
     }
     script = [{"tool_use": {"name": "mcp__sagemem__memory_remember", "input": fields}}, {"text": "Saved."}]
-    first = claude(work, project, script, "Remember that I use Kakoune.", CC_KEEP_HOME="1")
+    first = claude(rig, project, script, "Remember that I use Kakoune.", keep_home=True)
     [result] = tool_results(first[-1])
     assert json.loads(result)["file"] == "user:user_editor.md"  # type user: to the user scope
     user = home / ".sagemem" / "memory"
@@ -242,18 +217,93 @@ def test_claude_code_mcp_remember_reaches_the_next_session(tmp_path: Path) -> No
     checked = sagemem("check", "--json", cwd=project, HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"))
     assert json.loads(checked.stdout)["ok"], checked.stdout
 
-    second = claude(work, project, [{"text": "Kakoune."}], "Which code editor do I use?", CC_KEEP_HOME="1")
+    second = claude(rig, project, [{"text": "Kakoune."}], "Which code editor do I use?", keep_home=True)
     assert "### user:user_editor.md:" in injected(second[0], "Kakoune")
 
 
-@runner("SAGEMEM_CC_SCRIPT")
+@e2e
 def test_claude_code_with_auto_memory_off_is_told_how_to_save(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj", "claude-code")
-    off = json.dumps({"autoMemoryEnabled": False})  # the person's ~/.claude/settings.json
-    [first] = claude(tmp_path / "cc", project, [{"text": "Hello."}], "Hello.", CC_USER_SETTINGS=off)
+    off = {"autoMemoryEnabled": False}  # the person's ~/.claude/settings.json
+    [first] = claude(Rig(tmp_path / "cc"), project, [{"text": "Hello."}], "Hello.", user_settings=off)
     assert not holding(first, "persistent file-based memory")  # Claude's own memory section is gone
     [rules] = holding(first, RULES)
     assert "memory_remember(type, name, description" in rules  # the MCP server of .mcp.json
+
+
+@e2e
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_claude_code_with_sagemem_memory_saves_with_mcp_and_the_next_session_is_given_it(
+    tmp_path: Path, lang: str
+) -> None:
+    said, description, fact, question, answer = CAT[lang]
+    project = make_project(tmp_path / "proj", "claude-code")
+    rig = Rig(tmp_path / "cc")
+    home = user_home(rig.home)  # the person's home, with a user memory, kept across sessions
+    sagemem("install", "claude-code", "--memory", "sagemem", cwd=project, HOME=str(home))
+    fields = {"type": "user", "name": "cat", "description": description, "body": fact}
+    script = [{"tool_use": {"name": "mcp__sagemem__memory_remember", "input": fields}}, {"text": "Saved."}]
+    first = claude(rig, project, script, said, keep_home=True)
+    assert not holding(first[0], "persistent file-based memory")  # Claude's own memory is off
+    [rules] = holding(first[0], RULES)  # sagemem's rules instead, with its MCP tools
+    assert "memory_remember(type, name, description" in rules
+    [result] = tool_results(first[-1])
+    assert json.loads(result)["file"] == "user:user_cat.md"
+    assert fact in (home / ".sagemem" / "memory" / "user_cat.md").read_text(encoding="utf-8")
+
+    second = claude(rig, project, [{"text": answer}], question, keep_home=True)
+    assert "### user:user_cat.md:" in injected(second[0], fact)
+
+
+def freeze_project(folder: Path) -> tuple[Path, Path]:
+    project = make_project(folder, "claude-code")
+    remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "No Friday deploys.")
+    return project, project / ".sagemem" / "memory" / "project_deploy_freeze.md"
+
+
+@e2e
+@pytest.mark.parametrize("how", ["Edit", "mcp__sagemem__memory_update"])
+def test_claude_code_updates_a_memory_and_the_next_session_gets_the_new_fact(
+    tmp_path: Path, how: str
+) -> None:
+    project, path = freeze_project(tmp_path / "proj")
+    rig = Rig(tmp_path / "cc")
+    if how == "Edit":
+        edit = {
+            "file_path": str(path),
+            "old_string": "No Friday deploys.",
+            "new_string": "No deploys after 3pm.",
+        }
+        steps = [{"name": "Read", "input": {"file_path": str(path)}}, {"name": "Edit", "input": edit}]
+    else:
+        update = {
+            "file": "project_deploy_freeze.md",
+            "expected_version": "{{re:([0-9a-f]{64})}}",  # from memory_read's result
+            "body": "No deploys after 3pm.",
+        }
+        read = {"name": "mcp__sagemem__memory_read", "input": {"file": "project_deploy_freeze.md"}}
+        steps = [read, {"name": how, "input": update}]
+    script = [{"tool_use": step} for step in steps] + [{"text": "Done."}]
+    first = claude(rig, project, script, "Change the deploy freeze to after 3pm.")
+    assert len(tool_results(first[-1])) == 2  # none an error
+    text = path.read_text(encoding="utf-8")
+    assert "No deploys after 3pm." in text and "No Friday deploys." not in text
+    checked = sagemem("check", "--json", cwd=project)
+    assert json.loads(checked.stdout)["ok"], checked.stdout
+
+    second = claude(rig, project, [{"text": "After 3pm."}], FRIDAYS, keep_home=True)
+    assert "### project_deploy_freeze.md:" in injected(second[0], "No deploys after 3pm.")
+    assert not holding(second, "No Friday deploys.")  # the old fact is gone from the next session
+
+
+@e2e
+def test_claude_code_gets_nothing_injected_for_an_unrelated_question(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj", "claude-code")
+    remember(project, "project", "office cat", "the office cat", "The office cat is called Sesame.")
+    requests = claude(Rig(tmp_path / "cc"), project, [{"text": "4"}], "What is 2+2?")
+    assert holding(requests[0], "What is 2+2?")
+    assert not holding(requests, "(sagemem, from ") and not holding(requests, "（sagemem，来自 ")
+    assert not holding(requests, "The office cat is called Sesame.")
 
 
 # -- Codex, Gemini CLI, DeepSeek Harness ------------------------------------------------------
@@ -262,10 +312,11 @@ def test_claude_code_with_auto_memory_off_is_told_how_to_save(tmp_path: Path) ->
 def run(
     variable: str, workdir: Path, prompt: str, expected: str, env: dict[str, str], hook: str = "true"
 ) -> None:
-    """One run of a rig; `expected` must reach a model request (else a plain failure, never
-    one an `xfail` would take for the behaviour it expects)."""
+    """One run of dsh's runner; `expected` must reach a model request (else a plain failure,
+    never one an `xfail` would take for the behaviour it expects)."""
+    assert variable == "SAGEMEM_DSH_E2E"
     done = subprocess.run(
-        ["bash", RUNNERS[variable], str(workdir), hook, prompt, expected],
+        ["bash", DSH_RUNNER, str(workdir), hook, prompt, expected],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
@@ -275,55 +326,45 @@ def run(
         pytest.fail(done.stdout + done.stderr)
 
 
-@runner("SAGEMEM_CODEX_E2E")
+@e2e
 def test_codex_is_told_how_to_save_and_gets_the_user_memory_beside_the_projects(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj", "codex")
     remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "No Friday deploys.")
-    # The user memory is in $HOME/.sagemem/memory. The rig wipes its isolated HOME (work/home)
-    # just before Codex starts, so HOME points at a home made beforehand instead; CODEX_HOME
-    # stays the rig's, with the config.toml for the fake model.
+    # The user memory is in $HOME/.sagemem/memory: HOME is a home made beforehand, CODEX_HOME
+    # the rig's, with the config.toml for the fake model.
     home = user_home(tmp_path / "user-home")
     remember(home, "user", "cat", "the user's pet", "The cat is called Sesame.", HOME=str(home))
-    assert not re.search(r"\s", str(home))  # CODEX_ENV is split at blanks
-    work = tmp_path / "codex"
-    env = {
-        "CODEX_PREFIX": os.environ.get("CODEX_PREFIX") or str(tmp_path / "npm"),
-        "CODEX_PROJECT": str(project),  # copied to work/proj, its .codex/hooks.json as installed
-        "CODEX_SCOPE": "none",
-        "CODEX_HOOK_TRUST": "persist",  # trusted through Codex's own app-server, as /hooks does
-        "CODEX_ENV": f"HOME={home}",
-    }
-    run("SAGEMEM_CODEX_E2E", work, "What is my cat called?", "Sesame", env)
-    first = model_requests(work / "requests.jsonl", r"/responses$")[0]
+    run = Rig(tmp_path / "codex").codex(project, "What is my cat called?", home=home).check()
+    first = run.requests(r"/responses$")[0]
     [rules] = holding(first, RULES)  # no MCP server in Codex's config.toml: the command lines
-    assert f"`{command_line('remember')} --type T --name N" in rules
+    assert "--type T --name N" in rules
     [context] = holding(first, "The cat is called Sesame.")
-    scopes = f'"{work / "proj" / ".sagemem" / "memory"}", "{home / ".sagemem" / "memory"}"'
+    scopes = f'"{project / ".sagemem" / "memory"}", "{home / ".sagemem" / "memory"}"'
     assert f"(sagemem, from {scopes})" in context and "### user:user_cat.md:" in context
 
 
-@runner("SAGEMEM_GEMINI_E2E")
+@e2e
 def test_gemini_is_told_how_to_save_and_a_baseline_leaves_the_answer_in(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj", "gemini")
     remember(
         project, "feedback", "answer style", "how to answer", "Answer in British English.", baseline=True
     )
     remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "Codename PELICAN-42.")
-    work = tmp_path / "gemini"
-    env = {
-        "GEMINI_PREFIX": os.environ.get("GEMINI_PREFIX") or str(tmp_path / "npm"),
-        "GEMINI_PROJECT": str(project),  # copied to work/proj, its .gemini/settings.json as installed
-        "GEMINI_SCOPE": "none",
-        "GEMINI_TRUST": "file",  # the folder listed in the isolated ~/.gemini/trustedFolders.json
-    }
-    run("SAGEMEM_GEMINI_E2E", work, FRIDAYS, "PELICAN-42", env)
-    requests = model_requests(work / "requests.jsonl", r":(stream)?[gG]enerateContent$")
+    rig = Rig(tmp_path / "gemini")
+    # The person's home has a user memory: made first, and kept for the run.
+    home = user_home(rig.home)
+    remember(home, "user", "cat", "the user's pet", "The cat is called Sesame.", HOME=str(home))
+    done = rig.gemini(project, FRIDAYS, keep_home=True).check()
+    requests = done.requests(r":(stream)?[gG]enerateContent$")
+    requests = [b for b in requests if holding(b, FRIDAYS)]  # the agent's, not the CLI's router's
     [rules] = holding(requests[0], RULES)  # the MCP server is in the settings: its tools named
     assert "memory_remember(type, name, description" in rules
+    scopes = f'"{project / ".sagemem" / "memory"}", "{home / ".sagemem" / "memory"}"'
+    assert holding(requests[0], scopes), "both scopes named in the first request"
     # `gemini -p` puts what the SessionStart hook said, the baseline and the rules, before the
     # question in a <hook_context> block, and that is the prompt the prompt hook gets: it must
     # still answer the question.
-    asked = [b for b in requests if holding(b, FRIDAYS)][-1]
+    asked = requests[-1]
     [start] = holding(asked, FRIDAYS)
     assert start.startswith("<hook_context>") and "Answer in British English." in start
     [answer] = holding(asked, "Codename PELICAN-42.")
@@ -369,7 +410,7 @@ print(json.dumps({{"hookSpecificOutput": {{"hookEventName": event, "additionalCo
 # one of sagemem's hooks (the bridge runs the hooks of an event one after the other).
 
 
-@runner("SAGEMEM_DSH_E2E")
+@dsh_runner
 def test_dsh_is_told_how_to_save_with_the_mcp_tools_it_offers(tmp_path: Path) -> None:
     env = dsh_install(tmp_path, "UserPromptSubmit", "sleep 2")  # SessionStart's hook first
     work = tmp_path / "dsh"
@@ -381,7 +422,7 @@ def test_dsh_is_told_how_to_save_with_the_mcp_tools_it_offers(tmp_path: Path) ->
     assert "mcp__sagemem__memory_remember" in {t.get("function", {}).get("name") for t in told["tools"]}
 
 
-@runner("SAGEMEM_DSH_E2E")
+@dsh_runner
 def test_dsh_is_told_how_to_save_when_the_prompt_hook_comes_first(tmp_path: Path) -> None:
     marker = "MARKER-START-4471"
     script = tmp_path / "marker_hook.py"
@@ -395,7 +436,7 @@ def test_dsh_is_told_how_to_save_when_the_prompt_hook_comes_first(tmp_path: Path
     assert holding(told, RULES), "sagemem's SessionStart hook gave no saving rules"
 
 
-@runner("SAGEMEM_CC_SCRIPT")
+@e2e
 def test_claude_codes_edit_of_a_memory_a_person_changed_meanwhile_is_refused(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj", "claude-code")
     remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "No Friday deploys.")
@@ -414,7 +455,7 @@ def test_claude_codes_edit_of_a_memory_a_person_changed_meanwhile_is_refused(tmp
         {"tool_use": {"name": "Edit", "input": edit}},
         {"text": "Done."},
     ]
-    requests = claude(tmp_path / "cc", project, script, "Change the deploy freeze to after 3pm.")
+    requests = claude(Rig(tmp_path / "cc"), project, script, "Change the deploy freeze to after 3pm.")
     results = []
     for message in requests[-1]["messages"]:
         content = message.get("content")

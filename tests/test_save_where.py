@@ -49,6 +49,11 @@ def test_a_user_memory_goes_to_the_project_only_when_named(team: Path) -> None:
     done = cli(team, "new", "--in", "project", "--type", "user", "--name", "cat", "--description", "d")
     assert done.returncode == 0 and project_files(team) == ["user_cat.md"]
     assert not (home() / ".sagemem" / "memory").exists()
+    # Named before the command, as every command takes it, it names the scope too.
+    done = cli(team, "--in", "project", "remember", "--type", "user", "my dog is called Pepper")
+    assert done.returncode == 0, done.stderr
+    assert project_files(team) == ["user_cat.md", "user_my_dog_is_called_pepper.md"]
+    assert not (home() / ".sagemem" / "memory").exists()
 
 
 def test_where_the_users_memory_cannot_be_made_the_save_is_refused(team: Path) -> None:

@@ -328,6 +328,7 @@ def test_the_rules_name_the_mcp_tools_where_the_server_is_configured(project: Pa
     (project / ".gemini" / "settings.json").write_text(json.dumps(entry))
     text = start(project, "gemini")
     assert "memory_remember(" in text and "remember --type" not in text
+    assert "mcp_sagemem_memory_remember(" in text  # as Gemini CLI names an MCP server's tool
     assert "Type user → user" in text  # the scopes: where each type goes
 
 
@@ -343,7 +344,7 @@ def test_the_rules_name_the_tools_as_claude_code_shows_them(project: Path) -> No
     gemini = project / ".gemini"
     gemini.mkdir()
     (gemini / "settings.json").write_text(json.dumps(entry))
-    assert "mcp__" not in start(project, "gemini", sid="g1")  # Gemini CLI shows the plain name
+    assert "mcp__" not in start(project, "gemini", sid="g1")  # Gemini CLI: mcp_<server>_<tool>
 
 
 def test_the_rules_follow_the_language_the_memories_are_written_in(tmp_path: Path) -> None:

@@ -225,3 +225,68 @@ def test_the_ledger_and_a_conflict_record_keep_a_name_refused_since(filled: Memo
     assert [c.id for c in filled.conflicts()] == [refused.conflict_id]
     state = [f for f in filled.check().findings if f.check == "state-record"]
     assert state == []
+
+
+def index_lines(store: MemoryStore) -> list[str]:
+    return (store.memory_dir / "MEMORY.md").read_text().splitlines()
+
+
+def test_rollback_of_files_restores_them_and_keeps_the_index_lines_of_memories_made_since(
+    filled: MemoryStore,
+) -> None:
+    made = filled.snapshot()
+    before = live(filled)
+    filled.create(type="project", name="later", description="made after the snapshot")
+    edited = filled.get("project_a.md")
+    filled.update("project_a.md", expected_version=edited.version, description="changed since")
+    # The person gave the new memory's line a title of their own: it stays as they wrote it.
+    path = filled.memory_dir / "MEMORY.md"
+    path.write_text(path.read_text().replace("[later]", "[Later, in my words]"))
+    (line,) = [x for x in index_lines(filled) if "project_later.md" in x]
+    assert line.startswith("- [Later, in my words](project_later.md)")
+    result = CliRunner().invoke(  # the default parts: files
+        cli, ["--dir", str(filled.memory_dir), "snapshot", "rollback", made.id, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(json.loads(result.stdout)["restored"]) == ["MEMORY.md", "project_a.md"]
+    assert (filled.memory_dir / "project_a.md").read_bytes() == before["project_a.md"]
+    assert (filled.memory_dir / "project_later.md").is_file()
+    lines = index_lines(filled)
+    assert line in lines and lines[-1] == line  # after the snapshot's own text
+    assert [x for x in lines if x != line] == before["MEMORY.md"].decode().splitlines()
+    assert not filled.check_index().unlisted and "changed since" not in "\n".join(lines)
+
+
+def test_rollback_of_all_keeps_the_line_of_a_locked_memory_it_leaves_and_drops_the_archived(
+    filled: MemoryStore,
+) -> None:
+    made = filled.snapshot()
+    filled.create(type="project", name="kept", description="locked, so it stays")
+    filled.create(type="project", name="gone", description="archived by the rollback")
+    filled.lock("project_kept.md")
+    outcome = filled.rollback(made.id, scope="all")
+    assert outcome["retired"] == ["project_gone.md"] and outcome["kept"] == ["project_kept.md"]
+    text = (filled.memory_dir / "MEMORY.md").read_text()
+    assert "project_kept.md" in text and "project_gone.md" not in text
+    assert filled.check_index().ok
+
+
+def test_the_old_spelling_of_parts_still_works_with_a_note_on_stderr(filled: MemoryStore) -> None:
+    made = filled.snapshot()
+    filled.create(type="project", name="later", description="made after the snapshot")
+    memory = str(filled.memory_dir)
+    shown = CliRunner().invoke(cli, ["--dir", memory, "snapshot", "rollback", "--help"])
+    assert "--parts [files|all]" in shown.stdout and "--scope" not in shown.stdout
+    clash = CliRunner().invoke(
+        cli, ["--dir", memory, "snapshot", "rollback", made.id, "--parts", "files", "--scope", "all"]
+    )
+    assert clash.exit_code == 2 and "disagree" in clash.stderr
+    assert (filled.memory_dir / "project_later.md").is_file() and len(filled.snapshots()) == 1
+    old = CliRunner().invoke(
+        cli, ["--dir", memory, "snapshot", "rollback", made.id, "--scope", "all", "--json"]
+    )
+    assert old.exit_code == 0, old.output
+    assert old.stderr.splitlines() == [
+        "sagemem: --scope is deprecated here; use --parts (which parts are rolled back)"
+    ]
+    assert json.loads(old.stdout)["retired"] == ["project_later.md"]

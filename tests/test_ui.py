@@ -815,3 +815,46 @@ def test_dream_runs_are_listed_shown_applied_and_rolled_back(client: Client, sto
     assert client.post("/api/dream/rollback", {"id": applied["id"], "scope": "some"})[0] == 400
     status, undone = client.post("/api/dream/rollback", {"id": applied["id"], "scope": "files"})
     assert status == 200 and undone["restored"][0] == "project_old_plan.md" and path.read_bytes() == original
+
+
+def test_a_rolled_back_dream_run_is_shown_as_such_and_not_rolled_back_twice(
+    client: Client, store: MemoryStore
+) -> None:
+    path = store.memory_dir / "project_old_plan.md"
+    original = path.read_bytes()
+    run = propose_archiving_the_old_plan(store)
+    status, applied = client.post("/api/dream/apply", {"id": run["id"]})
+    assert status == 200 and not path.exists()
+    (before,) = [r for r in client.get("/api/dream")[1]["runs"] if r["id"] == applied["id"]]
+    assert (before["status"], before["rolled_back"]) == ("done", None)
+    status, undone = client.post("/api/dream/rollback", {"id": applied["id"], "parts": "files"})
+    assert status == 200 and path.read_bytes() == original
+    status, data = client.get("/api/dream")
+    (after,) = [r for r in data["runs"] if r["id"] == applied["id"]]
+    assert (after["status"], after["run_status"], after["rolled_back"]) == (
+        "rolled back",
+        "done",
+        undone["at"],
+    )
+    status, shown = client.get(f"/api/dream/run?id={applied['id']}")
+    assert f"- status: done; rolled back {undone['at']}" in shown["report"]
+    snapshots = len(store.snapshots())
+    assert client.post("/api/dream/rollback", {"id": applied["id"], "parts": "some"})[0] == 400
+    status, refused = client.post("/api/dream/rollback", {"id": applied["id"], "parts": "all"})
+    assert (
+        status == 400
+        and "rolled back already" in refused["error"]
+        and "nothing was changed" in refused["error"]
+    )
+    assert path.read_bytes() == original and len(store.snapshots()) == snapshots
+    # The page offers no second roll back: it reads `rolled_back`, and the table has its headers.
+    page = (Path(__file__).parents[1] / "sagemem" / "ui" / "static" / "app.js").read_text()
+    assert "r.changes && !r.rolled_back" in page and 'h("thead"' in page
+
+
+def test_a_snapshot_rollback_takes_its_parts(client: Client, store: MemoryStore) -> None:
+    made = store.snapshot(label="before")
+    store.create(type="project", name="later", description="made after the snapshot")
+    assert client.post("/api/rollback", {"id": made.id, "parts": "everything"})[0] == 400
+    status, outcome = client.post("/api/rollback", {"id": made.id, "parts": "all"})
+    assert status == 200 and outcome["scope"] == "all" and outcome["retired"] == ["project_later.md"]

@@ -30,6 +30,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromium and chromedriver")
 
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -279,12 +280,40 @@ def test_the_dream_page_shows_a_run_s_report_and_applies_its_proposals(
     with page(store) as browser:
         browser.execute_script("window.confirm = () => true")
         browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="dream"]').click()
-        row = wait(browser, ready.presence_of_element_located((By.CSS_SELECTOR, "#dream-runs tr")))
+        row = wait(browser, ready.presence_of_element_located((By.CSS_SELECTOR, "#dream-runs tbody tr")))
         assert run["id"] in row.text and "report" in row.text
         row.find_element(By.XPATH, ".//button[text()='Report']").click()
         wait(browser, lambda d: "the plan was replaced" in d.find_element(By.ID, "dream-report").text)
         browser.save_screenshot(str(shots / "ui-dream.png"))
         row.find_element(By.XPATH, ".//button[text()='Apply the proposals']").click()
-        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dream-runs tr")) == 2)
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dream-runs tbody tr")) == 2)
     assert not (store.memory_dir / "project_old_plan.md").exists()
     assert (store.memory_dir / "archive" / "project_old_plan.md").is_file()
+
+
+def test_the_dream_table_has_headers_and_a_rolled_back_run_offers_no_second_roll_back(
+    store: MemoryStore,
+) -> None:
+    from sagemem.dream import apply_proposals
+
+    applied = apply_proposals(store, propose_archiving_the_old_plan(store)["id"])
+    with page(store) as browser:
+        browser.execute_script("window.confirm = () => true")
+        browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="dream"]').click()
+        wait(browser, ready.presence_of_element_located((By.CSS_SELECTOR, "#dream-runs tbody tr")))
+        headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#dream-runs thead th")]
+        assert headers == ["Run", "Started", "Mode · status", "Changes / proposals", "Model", "Actions"]
+
+        def row() -> Any:  # the page draws the table anew after a roll back
+            return browser.find_element(
+                By.XPATH, f"//table[@id='dream-runs']/tbody/tr[td[1]='{applied['id']}']"
+            )
+
+        assert "apply · done" in row().text
+        row().find_element(By.XPATH, ".//button[text()='Roll back']").click()
+        WebDriverWait(browser, 20, ignored_exceptions=[StaleElementReferenceException]).until(
+            lambda _: "apply · rolled back" in row().text
+        )
+        assert not row().find_elements(By.XPATH, ".//button[text()='Roll back']")
+        assert not row().find_elements(By.TAG_NAME, "select")
+    assert (store.memory_dir / "project_old_plan.md").is_file()

@@ -39,6 +39,9 @@ MAX_EVENT_BYTES = 32 * 1024 * 1024
 # indexed (`install` registers a 10 s timeout; a first build of a huge clone takes longer,
 # and goes on at the next prompt instead of being killed at every one).
 INDEX_SECONDS = 4.0
+# A session start's repair of MEMORY.md (a snapshot, then the rewrite) begins only this soon
+# after the hook started: later, it waits for the next session rather than risk the timeout.
+REPAIR_SECONDS = 1.5
 HOOK_LOG = "hook.log"
 _ALIASES = {
     "session-start": "SessionStart",
@@ -160,7 +163,7 @@ def handle(
         rules = (lambda: _rules_for(harness, cwd, env)) if wanted else None
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
-            care = _session_start(scopes)
+            care = _session_start(scopes, started + REPAIR_SECONDS)
         else:
             query, reset = _question(str(data.get("prompt") or "")), False
             if any(marker in query for marker in OWN_MARKERS):
@@ -203,8 +206,11 @@ def _rules_for(harness: str, cwd: Path, env: Mapping[str, str] | None) -> Any:
 
             if claude_auto_memory(cwd, home, environment)[0]:
                 return None
-        # Claude Code and dsh (its Claude Code bridge) show an MCP tool as mcp__<server>__<tool>.
-        tool = "mcp__sagemem__" if harness in ("claude-code", "dsh") else ""
+        # Claude Code and dsh (its Claude Code bridge) show an MCP tool as mcp__<server>__<tool>,
+        # Gemini CLI as mcp_<server>_<tool>.
+        tool = {"claude-code": "mcp__sagemem__", "dsh": "mcp__sagemem__", "gemini": "mcp_sagemem_"}.get(
+            harness, ""
+        )
         return Rules(mcp=_mcp_ready(harness, cwd, home, environment), tool=tool)
     except Exception as exc:  # noqa: BLE001 - no rules is better than no memory
         _log(None, f"{harness}: saving rules not chosen: {type(exc).__name__}: {exc}")
@@ -234,32 +240,44 @@ def _mcp_ready(harness: str, cwd: Path, home: Path, env: Mapping[str, str]) -> b
     return bool(found and found[1])
 
 
-def _session_start(scopes: list[Scope]) -> list[tuple[str, str]]:
+def _session_start(scopes: list[Scope], deadline: float) -> list[tuple[str, str]]:
     """What a session starts with besides its baseline. After a merge, a pull or a checkout,
     MEMORY.md can carry duplicate lines (git's union merge) and lines of deleted memories:
     they are repaired (a snapshot is taken first). And a merge can carry an edit into an
     archived copy, out of every live memory: each such file is returned as a finding for the
     session to be told about. Failing here never stops the injection. The facade (and the
-    care it brings) is imported only when there is a repair to make."""
-    from ..store.directory import Directory
+    care it brings) is imported only when there is a repair to make, and a repair (with its
+    snapshot) starts only before `deadline`: past it, the next session's start makes it."""
+    from ..store import listing
+    from ..store.names import ARCHIVE_DIR
 
     care = []
     for scope in scopes:
-        directory = Directory.of(scope)
         prefix = f"{scope.name}:" if len(scopes) > 1 else ""
         try:
-            report = directory.check_index()
-            if report.dangling or report.duplicates:
+            mend = not scope.native and listing.index_needs_mending(scope.memory_dir)
+            report = _directory(scope).check_index() if mend else None
+            if report is not None and (report.dangling or report.duplicates) and time.monotonic() < deadline:
                 from ..memory_store import MemoryStore
 
                 MemoryStore.of(scope).rebuild_index()
+            elif report is not None and (report.dangling or report.duplicates):
+                _log(scope.state_dir, "index repair at session start put off: no time left for its snapshot")
         except Exception as exc:  # the index is derived: a later rebuild can do it
             _log(scope.state_dir, f"index repair at session start failed: {type(exc).__name__}: {exc}")
         try:
-            care += [("archived-changed", f"{prefix}archive/{n}") for n, _, _ in directory.archived_changes()]
+            archived = scope.memory_dir / ARCHIVE_DIR
+            changed = _directory(scope).archived_changes() if os.path.isdir(archived) else []
+            care += [("archived-changed", f"{prefix}archive/{n}") for n, _, _ in changed]
         except Exception as exc:  # `check` reports it too
             _log(scope.state_dir, f"archive check at session start failed: {type(exc).__name__}: {exc}")
     return care
+
+
+def _directory(scope: Scope) -> Any:
+    from ..store.directory import Directory
+
+    return Directory.of(scope)
 
 
 def _dream_if_due(scope: Scope, settings: Any, cwd: Path, env: Mapping[str, str] | None) -> None:

@@ -23,13 +23,20 @@ import json
 import os
 import shutil
 import stat
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..store import shape
-from ..store.command import command_line, sagemem_command
+from ..store.command import (
+    LAUNCHER,
+    command_line,
+    is_portable,
+    portable_line,
+    sagemem_command,
+)
 from ..store.errors import SagememError, SagememWarning
 from ..store.files import read_config, safe_folder, write_atomic
 from ..store.locking import exclusive
@@ -122,15 +129,27 @@ def _moved(variable: str, env: Mapping[str, str] | None) -> Path | None:
     return Path(given).expanduser() if given else None
 
 
-def command_for(harness: str, event: str) -> str:
-    """The hook's command line, by `store/command.py`'s rule."""
+def command_for(harness: str, event: str, *, portable: bool = False) -> str:
+    """The hook's command line, by `store/command.py`'s rule; `portable` for a file a
+    project commits."""
+    if portable:
+        return portable_line("hook", harness, event, harness=harness)
     return command_line("hook", harness, event)
 
 
-def mcp_entry() -> dict[str, Any]:
-    """The MCP server entry for this sagemem: `{"command": ..., "args": [..., "mcp"]}`."""
+def mcp_entry(*, portable: bool = False) -> dict[str, Any]:
+    """The MCP server entry for this sagemem: `{"command": ..., "args": [..., "mcp"]}`, or
+    for a file a project commits, `sh -c <portable line>`."""
+    if portable:
+        return {"command": "sh", "args": ["-c", portable_line("mcp")]}
     words = sagemem_command()
     return {"command": words[0], "args": [*words[1:], "mcp"]}
+
+
+def committed(scope: str) -> bool:
+    """Whether the project's settings, which a team commits, hold portable lines: always
+    for the project scope, but not on Windows, which has no POSIX shell to run them."""
+    return scope == "project" and os.name != "nt"
 
 
 def apply(
@@ -164,15 +183,17 @@ def apply(
     if memory is not None and (harness != "claude-code" or scope != "project" or memory not in adopt.MODES):
         raise SagememError("memory: `both` or `sagemem`, for Claude Code with the project scope only")
     path = settings_path(harness, scope, cwd=cwd, home=home, env=env)
+    portable = committed(scope)
     backups = Backups.for_scope(scope, cwd=cwd, home=home, env=env)
     step = adopt.Step([])
     own_project = harness == "claude-code" and scope == "project"
 
     def hooks(data: dict[str, Any]) -> list[str]:
         nonlocal step
-        changes = (_add if add else _remove)(data, harness)
+        changes = _add(data, harness, portable=portable) if add else _remove(data, harness)
         if harness == "gemini":  # Gemini keeps its MCP servers in the same settings file
-            changes += _mcp(data, add)
+            changes += _mcp(data, add, portable=portable)
+            changes += _gemini_trusts_its_tools(data) if add else []
         if own_project:
             step = adopt.setting_change(data, memory, add, backups.setting(_real(path), adopt.KEY))
             changes += step.changes
@@ -180,10 +201,11 @@ def apply(
 
     files: list[tuple[Path, Change]] = [(path, hooks)]
     if own_project:
-        files.append((cwd / ".mcp.json", lambda data: _mcp(data, add)))
+        files.append((cwd / ".mcp.json", lambda data: _mcp(data, add, portable=portable)))
     inside = cwd if scope == "project" else None  # a project's files came with its clone
     # Every file is checked before any is written.
     edits = [_plan(target, change, add, backups, inside, home.resolve()) for target, change in files]
+    launcher = keep_launcher(home, dry_run=True) if add and portable else None  # checked too
     # The memories are imported before Claude Code's auto memory is turned off: a failure
     # there leaves every setting as it was.
     imported = adopt.Import(cwd, home, environ, into=into) if add and memory == "sagemem" else None
@@ -191,11 +213,15 @@ def apply(
         imported.run()
     for edit in edits if not dry_run else []:
         _write(edit, backups)
+    for edit in edits:
+        edit.outcome["shared"] = inside is not None  # a project's settings: for its team
     if not dry_run and step.record == "set":
         backups.remember_setting(edits[0].path, adopt.KEY, step.had, step.was)
     elif not dry_run and step.record == "forget":
         backups.forget_setting(edits[0].path, adopt.KEY)
     outcomes = [edit.outcome for edit in edits]
+    if launcher is not None:
+        outcomes.append(launcher if dry_run else keep_launcher(home, dry_run=False))
     notes: list[str] = []
     if harness == "claude-code" and add:  # how Claude Code's own memory stands after this install
         recorded = backups.setting(edits[0].path, adopt.KEY) if own_project else None
@@ -220,6 +246,8 @@ def apply(
         if scope == "project":
             note += "; Codex loads .codex/hooks.json only in a project you have trusted"
         todo.append(note)
+    if harness == "gemini" and scope == "project" and add:
+        todo += _gemini_trust_todo(cwd, home, environ)
     return {
         "path": str(path),
         "files": outcomes,
@@ -502,6 +530,62 @@ def _remove_empty(folder: Path) -> bool:
         return False  # not empty: something of the person's is there
 
 
+def keep_launcher(home: Path, *, dry_run: bool) -> dict[str, Any]:
+    """The launcher the project's portable lines run, `~/.sagemem/bin/sagemem`: a link to
+    this install's script (or, with no script, a shell script starting this Python's
+    sagemem). It is this machine's own, in this user's home, so nothing a clone brings
+    decides what runs; the last `install` on the machine sets it, as the first `sagemem` on
+    PATH would be one install of several. `uninstall` leaves it: other projects use it."""
+    path = home / LAUNCHER
+    target, text = _launcher_target()
+    outcome: dict[str, Any] = {
+        "path": str(path),
+        "changes": [],
+        "backup": None,
+        "created": False,
+        "removed": False,
+        "shared": False,
+    }
+    there = path.is_symlink() or path.exists()
+    if there and not path.is_symlink() and not path.is_file():
+        raise SagememError(
+            f"{path}: not a file or a link, so sagemem cannot keep its launcher there; nothing was changed"
+        )
+    if target is not None and path.is_symlink() and os.readlink(path) == str(target):
+        return outcome
+    if text is not None and not path.is_symlink() and read_config(path) == text.encode("utf-8"):
+        return outcome
+    shown = str(target) if target is not None else sys.executable
+    outcome["changes"].append(
+        f"{'updated' if there else 'added'} this machine's sagemem for the project's shared settings: {shown}"
+    )
+    outcome["created"] = not there
+    if dry_run:
+        return outcome
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if target is None:
+        write_atomic(path, (text or "").encode("utf-8"))
+        os.chmod(path, 0o755)
+        return outcome
+    fresh = path.with_name(f".{path.name}.{os.getpid()}.new")
+    fresh.unlink(missing_ok=True)
+    os.symlink(target, fresh)
+    os.replace(fresh, path)  # a link replaced in one step: a hook starting now finds one or the other
+    return outcome
+
+
+def _launcher_target() -> tuple[Path, None] | tuple[None, str]:
+    """What the launcher is: a link to this install's script, or (where sagemem runs as a
+    module) the text of a shell script that runs that command."""
+    words = sagemem_command()
+    found = shutil.which(words[0]) if words == ("sagemem",) else words[0]
+    if len(words) == 1 and found and os.path.isabs(found):
+        return Path(found), None
+    import shlex
+
+    return None, f'#!/bin/sh\nexec {shlex.join(words)} "$@"\n'
+
+
 def backup_beside(path: Path) -> Path:
     """A copy of `path` next to it, with the same bytes and permissions, named by the time
     (dsh's patch layer: dsh reads only `*.yml` there, and its folder is the person's own)."""
@@ -514,9 +598,19 @@ def backup_beside(path: Path) -> Path:
 def mcp_is_ours(entry: Any) -> bool:
     """An MCP server entry in either form `install` writes: `<.../sagemem> mcp` or
     `<python> [-P] -m sagemem mcp`. One with other arguments (`--dir`) is the person's own."""
-    return isinstance(entry, dict) and (
-        (entry.get("args") == ["mcp"] and "sagemem" in str(entry.get("command", "")))
-        or entry.get("args") in (["-m", "sagemem", "mcp"], ["-P", "-m", "sagemem", "mcp"])
+    if not isinstance(entry, dict):
+        return False
+    args = entry.get("args")
+    return (
+        (args == ["mcp"] and "sagemem" in str(entry.get("command", "")))
+        or args in (["-m", "sagemem", "mcp"], ["-P", "-m", "sagemem", "mcp"])
+        or (
+            entry.get("command") == "sh"
+            and isinstance(args, list)
+            and len(args) == 2
+            and args[0] == "-c"
+            and is_portable(args[1], "mcp")
+        )
     )
 
 
@@ -526,16 +620,16 @@ def _shown(entry: dict[str, Any]) -> str:
     return shlex.join([str(entry.get("command", "")), *map(str, entry.get("args", []))])
 
 
-def _mcp(data: dict[str, Any], add: bool) -> list[str]:
+def _mcp(data: dict[str, Any], add: bool, *, portable: bool = False) -> list[str]:
     """The `sagemem` entry of `mcpServers`: added if missing, brought to this sagemem's
     command if it is ours, removed only if it is ours."""
     servers = data.get("mcpServers", {})
     entry = servers.get("sagemem")
     if add and entry is None:
-        data.setdefault("mcpServers", {})["sagemem"] = mcp_entry()
+        data.setdefault("mcpServers", {})["sagemem"] = mcp_entry(portable=portable)
         return ["added MCP server sagemem"]
     if add and mcp_is_ours(entry):
-        wanted = mcp_entry()
+        wanted = mcp_entry(portable=portable)
         if {k: entry.get(k) for k in wanted} == wanted:
             return []
         old = _shown(entry)
@@ -594,6 +688,37 @@ def read_toml(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def _gemini_trust_todo(cwd: Path, home: Path, env: Mapping[str, str]) -> list[str]:
+    """Gemini reads a project's settings, hooks and all, only in a folder it trusts: what
+    to do when it does not trust this one (`doctor` checks the same)."""
+    from .doctor.gemini import gemini_trust
+    from .doctor.places import Places
+
+    trusted, why = gemini_trust(Places(cwd=cwd, home=home, env=dict(env)))
+    if trusted:
+        return []
+    rules = home / ".gemini" / "trustedFolders.json"
+    if trusted is None:
+        rule = f'{json.dumps(str(cwd.resolve()))}: "TRUST_FOLDER"'
+        how = f"start `gemini` here and trust the folder, or add {rule} to {rules}"
+    else:
+        how = f"see {why}"
+    return [
+        f"trust this folder in Gemini ({why}): it ignores a project's .gemini/settings.json until then; {how}"
+    ]
+
+
+def _gemini_trusts_its_tools(data: dict[str, Any]) -> list[str]:
+    """Gemini offers a headless session (`gemini -p`) only the tools it needs no confirmation
+    for: the MCP entry is marked `trust`, so that the model can search and save memories
+    there too. A `trust` the person set (false included) stays theirs."""
+    entry = data.get("mcpServers", {}).get("sagemem")
+    if not mcp_is_ours(entry) or "trust" in entry:
+        return []
+    entry["trust"] = True
+    return ["set trust on MCP server sagemem: Gemini runs its tools without asking, as `gemini -p` needs"]
+
+
 def _mcp_todo(harness: str, scope: str, add: bool, *, home: Path, env: Mapping[str, str] | None) -> list[str]:
     """The command that adds (or removes) the MCP entry where `install` does not write it;
     none when it is already as it should be, or is the person's own."""
@@ -618,12 +743,12 @@ def _mcp_todo(harness: str, scope: str, add: bool, *, home: Path, env: Mapping[s
     return [f"claude mcp remove --scope user sagemem && {adding}" if entry is not None else adding]
 
 
-def _add(data: dict[str, Any], harness: str) -> list[str]:
+def _add(data: dict[str, Any], harness: str, *, portable: bool = False) -> list[str]:
     hooks = data.setdefault("hooks", {})
     changes = []
     for event, (matcher, timeout) in TARGETS[harness][2].items():
         groups = hooks.setdefault(event, [])
-        command = command_for(harness, event)
+        command = command_for(harness, event, portable=portable)
         mine = [h for g in groups for h in g.get("hooks", []) if own_handler(g, h, harness, event)]
         for own in mine:
             if own.get("command") != command:  # written by an earlier install, elsewhere

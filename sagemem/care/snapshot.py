@@ -4,8 +4,9 @@ A snapshot copies every top-level memory and MEMORY.md into `<state>/snapshots/<
 `MANIFEST.json` holding each file's size and sha256. A rollback first verifies the snapshot
 against its manifest (a changed, missing or extra file, or a damaged manifest, refuses it),
 then snapshots the present (a "protection" snapshot; if that cannot be completed, nothing is
-touched), then writes the snapshot's files back. It never deletes: with scope `all`, a memory
-that did not exist when the snapshot was taken is moved to `archive/`. Each rollback is
+touched), then writes the snapshot's files back. It never deletes: with parts `all`, a memory
+that did not exist when the snapshot was taken is moved to `archive/`; one left where it is
+(parts `files`, or a locked one) keeps its MEMORY.md line. Each rollback is
 recorded in `<state>/snapshots/rollbacks.json`.
 
 A file sagemem cannot read as one of its own (over 4 MiB, a link, a special file) is no
@@ -28,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..store import shape
+from ..store import index, shape
 from ..store.errors import InvalidMemory, MemoryNotFound, SagememError, SagememWarning
 from ..store.files import MAX_COPY_BYTES, read_bytes, safe_folder, write_atomic
 from ..store.names import INDEX_NAME, check_stored_name, name_key
+from ..store.text import split_lines
 
 KINDS = ("manual", "auto", "protection")
 KEEP_PROTECTION = 3
@@ -286,6 +288,29 @@ def redact(
             data = (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode()
             write_atomic(snap.path / "MANIFEST.json", data)
     return changes
+
+
+def keep_index_lines(snapshot_index: bytes, present_index: bytes, names: Iterable[str]) -> bytes:
+    """The snapshot's MEMORY.md with the present index's lines for `names` (memories the
+    rollback leaves where they are) carried over as they are, after its own text, for each
+    of them it does not list. An index that is not UTF-8 is put back as the snapshot has it."""
+    keys = {name_key(name) for name in names}
+    try:
+        old, now = snapshot_index.decode("utf-8"), present_index.decode("utf-8")
+    except UnicodeDecodeError:
+        return snapshot_index
+    listed = {name_key(e.target) for e in index.entries(old)}
+    kept = [
+        line.rstrip("\r\n")
+        for line in split_lines(now)
+        if (e := index.parse_entry(line)) and name_key(e.target) in keys - listed
+    ]
+    if not kept:
+        return snapshot_index
+    eol = "\r\n" if "\r\n" in old else "\n"
+    if old and not old.endswith("\n"):
+        old += eol
+    return (old + "".join(line + eol for line in kept)).encode("utf-8")
 
 
 def record_rollback(state_dir: Path, entry: dict[str, Any]) -> None:

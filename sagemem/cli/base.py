@@ -8,6 +8,7 @@ A `SagememError` becomes a one-line message on stderr and its class's exit code 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 import os
@@ -168,6 +169,44 @@ writer_options = [
         "--writer", default="sagemem cli", show_default=True, help="Who writes (kept with a conflict)."
     ),
 ]
+
+
+def parts_option(help: str) -> Any:
+    """`--parts files|all`: which parts a rollback puts back (the default `files`). Its old
+    spelling `--scope`, which elsewhere names a memory scope or a settings file, still works:
+    hidden, with a one-line deprecation note on stderr."""
+
+    def decorate(func: Any) -> Any:
+        @functools.wraps(func)
+        def command(*args: Any, parts: str, deprecated_scope: str | None, **kwargs: Any) -> Any:
+            if deprecated_scope is not None:
+                source = click.get_current_context().get_parameter_source("parts")
+                if source is click.core.ParameterSource.COMMANDLINE and parts != deprecated_scope:
+                    raise click.UsageError(
+                        f"--parts {parts} and --scope {deprecated_scope} disagree; give --parts"
+                    )
+                parts = deprecated_scope
+            return func(*args, parts=parts, **kwargs)
+
+        command = click.option(
+            "--scope",
+            "deprecated_scope",
+            type=click.Choice(["files", "all"]),
+            hidden=True,
+            callback=_scope_deprecated,
+            help="Deprecated: --parts.",
+        )(command)
+        return click.option(
+            "--parts", type=click.Choice(["files", "all"]), default="files", show_default=True, help=help
+        )(command)
+
+    return decorate
+
+
+def _scope_deprecated(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        click.echo("sagemem: --scope is deprecated here; use --parts (which parts are rolled back)", err=True)
+    return value
 
 
 def _with(options: list[Any]) -> Any:

@@ -11,7 +11,7 @@ import click
 from ..store.errors import SagememError
 from ..store.ledger import Record
 from ..store.names import name_key
-from .base import _Context, _print_json, _uses, cli, count, json_option, pass_ctx, say
+from .base import _Context, _print_json, _uses, cli, count, json_option, parts_option, pass_ctx, say
 
 
 @cli.command()
@@ -130,18 +130,15 @@ def snapshot_create(ctx: _Context, label: str, as_json: bool) -> None:
 
 @snapshot.command("rollback")
 @click.argument("snapshot_id")
-@click.option(
-    "--scope",
-    type=click.Choice(["files", "all"]),
-    default="files",
-    show_default=True,
-    help="files: put the snapshot's files back; all: also archive memories made since.",
+@parts_option(
+    "files: put the snapshot's files back (memories made since stay, with their MEMORY.md lines); "
+    "all: also archive memories made since."
 )
 @json_option
 @pass_ctx
-def snapshot_rollback(ctx: _Context, snapshot_id: str, scope: str, as_json: bool) -> None:
+def snapshot_rollback(ctx: _Context, snapshot_id: str, parts: str, as_json: bool) -> None:
     """Roll back to a snapshot (verified first; the present is snapshotted; nothing deleted)."""
-    outcome = ctx.store.rollback(snapshot_id, scope=scope)
+    outcome = ctx.store.rollback(snapshot_id, scope=parts)
     if as_json:
         return _print_json(outcome)
     say(f"rolled back to {snapshot_id} (the present is kept as snapshot {outcome['protection']})")

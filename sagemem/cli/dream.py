@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .base import _Context, _print_json, cli, json_option, pass_ctx, say
+from .base import _Context, _print_json, cli, json_option, parts_option, pass_ctx, say
 
 
 @cli.group(invoke_without_command=True)
@@ -61,15 +61,16 @@ def dream(
 @json_option
 @pass_ctx
 def dream_list(ctx: _Context, as_json: bool) -> None:
-    """Every run, oldest first."""
+    """Every run, oldest first, with its status (`rolled back` once undone)."""
     from ..dream import summaries
 
     found = summaries(ctx.store)
     if as_json:
         return _print_json(found)
+    width = max([11] + [len(m["status"]) for m in found])
     for m in found:
         say(
-            f"{m['id']}  {m['mode']:<6}  {m['status']:<11}  {m['changes']:>3} changes"
+            f"{m['id']}  {m['mode']:<6}  {m['status']:<{width}}  {m['changes']:>3} changes"
             f"  {m['proposals']:>3} proposals  {m['model'] or '-'}"
         )
 
@@ -108,20 +109,14 @@ def dream_apply(ctx: _Context, run_id: str, as_json: bool) -> None:
 
 @dream.command("rollback")
 @click.argument("run_id")
-@click.option(
-    "--scope",
-    type=click.Choice(["files", "all"]),
-    default="files",
-    show_default=True,
-    help="files: only what the run changed; all: the whole directory as before the run.",
-)
+@parts_option("files: only what the run changed; all: the whole directory as before the run.")
 @json_option
 @pass_ctx
-def dream_rollback(ctx: _Context, run_id: str, scope: str, as_json: bool) -> None:
-    """Undo a run (the present is snapshotted first; nothing is deleted)."""
+def dream_rollback(ctx: _Context, run_id: str, parts: str, as_json: bool) -> None:
+    """Undo a run, once (the present is snapshotted first; nothing is deleted)."""
     from ..dream import rollback
 
-    done = rollback(ctx.store, run_id, scope=scope)
+    done = rollback(ctx.store, run_id, scope=parts)
     if as_json:
         return _print_json(done)
     say(f"rolled back dream {run_id} (the present is kept as snapshot {done['protection']})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -148,6 +149,12 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
     for file in files:
         for line in file["changes"] or ["nothing to change"]:
             say(f"{file['path']}: {line}")
+    shared = [f["path"] for f in files if f.get("shared") and (f["changes"] or Path(f["path"]).exists())]
+    if shared:  # the project's settings, for the team; the rest are this machine's own
+        say(f"to commit with the project: {', '.join(shared)}")
+        own = [f["path"] for f in files if f.get("shared") is False and f["changes"]]
+        if own:
+            say(f"this machine's own (not to commit): {', '.join(own)}")
     for backup in outcome.get("backups") or []:  # type: ignore[union-attr]
         say(f"backup: {backup}")
     for note in outcome.get("notes") or []:  # type: ignore[union-attr]

@@ -184,7 +184,7 @@ def _create(ctx: _Context, given: dict[str, Any], *, similar: bool, chosen: list
         memories.similar(given["name"], given["description"], " ".join(given["aliases"])) if similar else []
     )
     store, memory = memories.create(
-        into=given["into"],
+        into=given["into"] or ctx.only,  # `sagemem --in S new ...` names the scope as well
         type=given["type_"],
         name=given["name"],
         description=given["description"],

@@ -116,6 +116,13 @@ def listing(state_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
+def rolled_back(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The rollback that undid the run (the last one that left no conflict), or None: a run is
+    rolled back once, and one whose rollback left conflicts may be rolled back again."""
+    done = [r for r in manifest.get("rollbacks", []) if not r.get("conflicts")]
+    return done[-1] if done else None
+
+
 def keep_blob(state_dir: Path, run_id: str, data: bytes) -> str:
     """Keep `data` (bytes a change replaced) under its sha256; returns the digest."""
     digest = hashlib.sha256(data).hexdigest()

@@ -30,13 +30,16 @@ def write(store: MemoryStore, manifest: dict[str, Any]) -> Path:
 
 
 def text(m: dict[str, Any]) -> str:
+    undone = record.rolled_back(m)
     lines = [
         f"# Dream run {m['id']}",
         "",
         f"- mode: {m['mode']}" + (f" (proposals of run {m['source']})" if m.get("source") else ""),
         f"- model: {m.get('model') or '-'} at {m.get('base_url') or '-'}"
         + ("" if m.get("model_checked", True) else " (the endpoint lists no models: not checked)"),
-        f"- status: {m['status']}" + (f": {m['stop']}" if m.get("stop") else ""),
+        f"- status: {m['status']}"
+        + (f": {m['stop']}" if m.get("stop") else "")
+        + (f"; rolled back {undone['at']}" if undone else ""),
         f"- rounds: {m.get('rounds', 0)}, tokens: {m.get('tokens', 0)}",
         f"- started {m.get('started', '?')}, finished {m.get('finished') or '-'}",
         f"- snapshot before the first change: {m.get('snapshot') or '-'}",
@@ -53,11 +56,14 @@ def text(m: dict[str, Any]) -> str:
             reason = c["reason"] or "**no reason given**"
             size = f"{_bytes(c['before'])} → {_bytes(c['after'])}"
             lines.append(f"| {c['seq']} | `{c['file']}` | {c['op']} | {_cell(reason)} | {size} |")
-        lines += [
-            "",
-            f"Undo: `sagemem dream rollback {m['id']}` (only these files; `--scope all`: the whole"
-            " directory as before the run).",
-        ]
+        if undone:
+            lines += ["", f"Rolled back {undone['at']} (parts {undone['scope']}): see below."]
+        else:
+            lines += [
+                "",
+                f"Undo: `sagemem dream rollback {m['id']}` (only these files; `--parts all`: the whole"
+                " directory as before the run).",
+            ]
     else:
         lines.append("None.")
     proposals = m.get("proposals", [])
@@ -81,7 +87,7 @@ def text(m: dict[str, Any]) -> str:
         if m.get(key) is not None:
             lines += ["", f"## {title}", "", _audit(m[key])]
     for rollback in m.get("rollbacks", []):
-        lines += ["", f"## Rolled back {rollback['at']} (scope {rollback['scope']})", ""]
+        lines += ["", f"## Rolled back {rollback['at']} (parts {rollback['scope']})", ""]
         for key in ("restored", "archived", "conflicts", "retired", "kept"):
             if rollback.get(key):
                 lines.append(f"- {key}: {', '.join(rollback[key])}")

@@ -139,18 +139,23 @@ def apply_proposals(store: MemoryStore, run_id: str) -> dict[str, Any]:
 
 
 def rollback(store: MemoryStore, run_id: str, *, scope: str = "files") -> dict[str, Any]:
-    """Undo a run. `files`: only what the run changed, from its manifest, newest change first;
-    a file edited since the run is a conflict, left alone, and the rest is restored. `all`:
-    the directory as it was before the run (its snapshot; memories made since go to
-    `archive/`). Nothing is deleted; the present is snapshotted first."""
+    """Undo a run, once (a second time is refused, nothing changed, unless the rollback left
+    conflicts). `scope` is which parts, the command line's `--parts`. `files`: only what the
+    run changed, from its manifest, newest change first; a file edited since the run is a
+    conflict, left alone, and the rest is restored. `all`: the directory as it was before the
+    run (its snapshot; memories made since go to `archive/`). Nothing is deleted; the present
+    is snapshotted first."""
     if scope not in ("files", "all"):
         raise SagememError(f"scope must be 'files' or 'all' (got {scope!r})")
     record.check_id(run_id)
     with record.running(store.state_dir, f"rollback of {run_id}"):
         manifest = record.load(store.state_dir, run_id)  # under the lock: no rollback meanwhile
-        done_before = [r for r in manifest.get("rollbacks", []) if not r.get("conflicts")]
+        done_before = record.rolled_back(manifest)
         if done_before:
-            raise SagememError(f"{run_id}: rolled back already, at {done_before[-1].get('at', '?')}")
+            raise SagememError(
+                f"{run_id}: rolled back already, at {done_before.get('at', '?')} (parts "
+                f"{done_before.get('scope', '?')}); nothing was changed"
+            )
         if scope == "all":
             if not manifest.get("snapshot"):
                 raise SagememError(f"{run_id}: the run took no snapshot (it changed nothing)")
@@ -244,17 +249,26 @@ _LISTED = "id mode status stop model started finished rounds tokens snapshot sou
 
 def summaries(store: MemoryStore) -> list[dict[str, Any]]:
     """Every run, oldest first, as a listing shows it: what it was and how much it did. A run
-    still `running` while no run holds the lock was cut short: it is `interrupted`."""
+    still `running` while no run holds the lock was cut short: it is `interrupted`. A run
+    undone is `rolled back` (`rolled_back`: when), one whose rollback left conflicts `partly
+    rolled back` (it may be rolled back again); `run_status` is how the run itself ended."""
     found = runs(store)
     cut_short = any(m["status"] == "running" for m in found) and not record.held(store.state_dir)
-    return [
-        {
-            **{key: m.get(key) for key in _LISTED},
-            "status": "interrupted" if cut_short and m["status"] == "running" else m["status"],
-            **{key: len(m.get(key, [])) for key in ("changes", "proposals", "refused", "rollbacks")},
-        }
-        for m in found
-    ]
+    listed = []
+    for m in found:
+        ended = "interrupted" if cut_short and m["status"] == "running" else m["status"]
+        undone = record.rolled_back(m)
+        status = "rolled back" if undone else "partly rolled back" if m.get("rollbacks") else ended
+        listed.append(
+            {
+                **{key: m.get(key) for key in _LISTED},
+                "status": status,
+                "run_status": ended,
+                "rolled_back": undone.get("at") if undone else None,
+                **{key: len(m.get(key, [])) for key in ("changes", "proposals", "refused", "rollbacks")},
+            }
+        )
+    return listed
 
 
 def show(store: MemoryStore, run_id: str) -> dict[str, Any]:

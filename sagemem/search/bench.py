@@ -172,10 +172,10 @@ def run(
         else:
             env["SAGEMEM_DIR"] = str(folder)
         cwd = project if scopes > 1 else None
-        runs: dict[str, list[float]] = {"bare": [], "cold": [], "hook": [], "inject": []}
-        peak: dict[str, int] = {"cold": 0, "hook": 0, "inject": 0}
+        runs: dict[str, list[float]] = {"bare": [], "cold": [], "hook": [], "start": [], "inject": []}
+        peak: dict[str, int] = {"cold": 0, "hook": 0, "start": 0, "inject": 0}
         colds = 1 if count >= 10_000 else min(repeat, 3)
-        total = repeat * 3 + colds
+        total = repeat * 4 + colds
         done = 0
 
         def timed(kind: str, command: list[str], stdin: bytes | None = None) -> None:
@@ -196,11 +196,15 @@ def run(
             timed("bare", [python, "-c", "pass"])
             event = {"hook_event_name": "UserPromptSubmit", "session_id": f"bench-{i}", "prompt": query}
             timed("hook", [*sagemem, "hook", "claude-code"], json.dumps(event).encode("utf-8"))
+            # A new session: the saving rules, the baseline memories, a check of the index.
+            start = {"hook_event_name": "SessionStart", "session_id": f"bench-start-{i}", "source": "startup"}
+            timed("start", [*sagemem, "hook", "claude-code"], json.dumps(start).encode("utf-8"))
             timed("inject", [*sagemem, "inject", "--query", query])
         step(0, 1, "searching in process")
         search = _in_process(folders, queries, repeat)
     bare = Timing(tuple(runs["bare"]))
     hook, inject = Timing(tuple(runs["hook"])), Timing(tuple(runs["inject"]))
+    start = Timing(tuple(runs["start"]))
     return {
         "memories": count,
         "scopes": scopes,
@@ -212,6 +216,8 @@ def run(
         "cold_build": Timing(tuple(runs["cold"])).to_dict(),
         "warm_hook": hook.to_dict(),
         "warm_hook_ratio": hook.median / bare.median,
+        "session_start": start.to_dict(),
+        "session_start_ratio": start.median / bare.median,
         "warm_inject": inject.to_dict(),
         "warm_inject_ratio": inject.median / bare.median,
         "search": search.to_dict(),
@@ -279,9 +285,11 @@ def format_report(report: dict[str, Any]) -> str:
             f"bare python -c pass    {ms(report['bare_python'])}",
             f"cold index build       {ms(report['cold_build'])}",
             f"warm hook (process)    {ms(report['warm_hook'])}  = {report['warm_hook_ratio']:.1f}x bare",
+            f"session start (hook)   {ms(report['session_start'])}"
+            f"  = {report['session_start_ratio']:.1f}x bare",
             f"warm inject (process)  {ms(report['warm_inject'])}  = {report['warm_inject_ratio']:.1f}x bare",
             f"search (in-process)    {ms(report['search'])}",
             f"peak memory            cold build {peak['cold']:.0f} MB, hook {peak['hook']:.0f} MB, "
-            f"inject {peak['inject']:.0f} MB",
+            f"session start {peak.get('start', 0):.0f} MB, inject {peak['inject']:.0f} MB",
         ]
     )

@@ -24,9 +24,9 @@ from . import frontmatter, shape
 from .errors import SagememError
 from .files import safe_folder, write_atomic
 from .locking import exclusive
+from .names import ARCHIVE_DIR as ARCHIVE_DIR  # where the store looks for it
 from .names import name_key
 
-ARCHIVE_DIR = "archive"
 TRACE_KEYS = ("archived_at", "archived_reason", "archived_sha256")
 _SEAL = re.compile(rb"^archived_sha256:[ \t]*['\"]?([0-9a-f]{64})['\"]?[ \t]*\r?\n", re.M)
 DEFAULT_REASON = "archived by hand"

@@ -6,6 +6,11 @@ installed in a virtual environment is found only while that environment is activ
 agent started from another shell would run no memory at all, without a trace: there the
 command is the script's absolute path. Both uses come from the one rule below, so the hook
 and the text it prints never disagree.
+
+A project's own settings files are committed and run on every teammate's machine, where
+this machine's paths mean nothing: there the command is `portable_line`'s, which finds the
+launcher `install` keeps in each user's home (`~/.sagemem/bin/sagemem`, this machine's
+sagemem), else a `sagemem` on PATH, and otherwise says what to do.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from pathlib import Path
 
 MODULE = ("-P", "-m", "sagemem") if sys.version_info >= (3, 11) else ("-m", "sagemem")
 _PLAIN = re.compile(r"[\w@%+=:,./-]+")
+LAUNCHER = Path(".sagemem") / "bin" / "sagemem"  # under the home folder
+_PORTABLE_HEAD = f's="$HOME/{LAUNCHER.as_posix()}"; [ -x "$s" ] || s=$(command -v sagemem) || '
 
 
 @cache
@@ -42,6 +49,24 @@ def command_line(*args: str) -> str:
     import shlex  # a path with blanks or quotes: rare, and then worth the import
 
     return " ".join([shlex.join(words), *args])
+
+
+def portable_line(*args: str, harness: str = "") -> str:
+    """A POSIX shell line running sagemem with `args` on any machine: the launcher in the
+    home folder, else `sagemem` on PATH, else a message on stderr and exit 1 (a harness
+    shows a failed hook and goes on)."""
+    again = " ".join(["sagemem install", *([harness] if harness else [])])
+    missing = f"sagemem is not installed on this machine: install it, then run {again}"
+    return f'{_PORTABLE_HEAD}{{ echo "{missing}" >&2; exit 1; }}; exec "$s" {" ".join(args)}'
+
+
+def is_portable(line: object, *args: str) -> bool:
+    """`line` is a `portable_line` running sagemem with `args` (whatever its message)."""
+    return (
+        isinstance(line, str)
+        and line.startswith(_PORTABLE_HEAD)
+        and line.endswith(f'; exec "$s" {" ".join(args)}')
+    )
 
 
 def _which(name: str) -> str | None:

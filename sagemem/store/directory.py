@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import archive as archive_module
-from . import frontmatter, guard, index
+from . import frontmatter, guard, index, listing
 from . import ledger as ledger_module
 from .config import STATE_DIR_NAME, Location, Scope, Settings, load_settings
 from .errors import (
@@ -40,7 +40,7 @@ from .files import (
 )
 from .guard import Conflict
 from .memory import FIELD_KEYS, Memory, decode, parse_memory, render_new, validate_for_write, version_of
-from .names import INDEX_NAME, TYPES, check_name, is_reserved, name_key, new_file_name
+from .names import INDEX_NAME, TYPES, check_name, name_key, new_file_name
 from .text import to_lf
 
 GITIGNORE_LINES = (".sagemem/", ".*.tmp")
@@ -558,24 +558,8 @@ class Directory:
 
     def _listing(self) -> tuple[list[str], list[Problem]]:
         self._require()
-        names, problems = [], []
-        with os.scandir(self.memory_dir) as entries:
-            for entry in entries:
-                name = entry.name
-                if not name.lower().endswith(".md") or name.startswith(".") or is_reserved(name):
-                    continue
-                try:
-                    check_name(name)
-                except InvalidName as exc:
-                    problems.append(Problem(name, f"invalid file name: {exc.rule}"))
-                    continue
-                if entry.is_symlink():
-                    problems.append(Problem(name, "is a symbolic link; links are refused"))
-                elif not entry.is_file(follow_symlinks=False):
-                    problems.append(Problem(name, "is not a regular file"))
-                else:
-                    names.append(name)
-        return sorted(names, key=lambda n: (name_key(n), n)), problems
+        names, problems = listing.memory_names(self.memory_dir)
+        return names, [Problem(name, why) for name, why in problems]
 
     def _existing_name(self, file: str) -> str:
         """`file`, or the name of the existing file it collides with case-insensitively."""

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import quote, unquote
 
-from .memory import Memory
 from .names import is_reserved, name_key
 from .secrets import shown
 from .text import split_lines
+
+# NamedTuples, not dataclasses: a session start reads the index, and `dataclasses` would
+# import `inspect` and `ast` for it.
+if TYPE_CHECKING:  # nor YAML
+    from .memory import Memory
 
 HEADING = "# Memory\n\n"
 MAX_DESCRIPTION_CHARS = 120
@@ -29,13 +33,13 @@ _ENTRY = re.compile(
     r"^(?P<prefix>[ \t]*[-*+][ \t]+)\[(?P<title>(?:\\.|[^\]\\\n])*)\]"
     r"\([ \t]*(?:<(?P<angle>[^>\n]*)>|(?P<bare>[^)\s]*))[ \t]*\)(?P<rest>[^\r\n]*)"
 )
+_ENTRY_LINES = re.compile(_ENTRY.pattern, re.MULTILINE)
 # Characters a link target cannot carry as they are: written percent-encoded.
 _TARGET_SPECIAL = frozenset("%#<>()[]")
 _SEPARATOR = re.compile(r"\A\s*(?:[—–:-]\s*)?")
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """An index line that lists a memory: its 1-based line number, target file and text."""
 
     line: int
@@ -45,8 +49,7 @@ class Entry:
     text: str
 
 
-@dataclass(frozen=True)
-class IndexReport:
+class IndexReport(NamedTuple):
     """What is wrong with an index, each list in line or name order; empty lists mean healthy.
 
     `dangling`: entries for files that are not live memories. `duplicates`: second and later
@@ -92,13 +95,8 @@ def parse_entry(line: str, number: int = 0) -> Entry | None:
     (`session-log.md`) are the person's own references, not index lines.
     """
     found = _ENTRY.match(line)
-    if not found:
-        return None
-    raw = found.group("angle") if found.group("angle") is not None else found.group("bare")
-    if "#" in raw:
-        return None
-    target = unquote(raw.strip())
-    if not target.lower().endswith(".md") or "/" in target or "\\" in target or is_reserved(target):
+    target = _target_of(found) if found else None
+    if found is None or target is None:
         return None
     return Entry(
         line=number,
@@ -107,6 +105,23 @@ def parse_entry(line: str, number: int = 0) -> Entry | None:
         description=_SEPARATOR.sub("", found.group("rest")).strip(),
         text=line.rstrip("\r\n"),
     )
+
+
+def _target_of(found: re.Match[str]) -> str | None:
+    raw = found.group("angle") if found.group("angle") is not None else found.group("bare")
+    if "#" in raw:
+        return None
+    target = unquote(raw.strip())
+    if not target.lower().endswith(".md") or "/" in target or "\\" in target or is_reserved(target):
+        return None
+    return target
+
+
+def targets(text: str) -> list[str]:
+    """The files the entries of `text` list, in line order: `entries`' targets, found in one
+    pass over the text (no line can hold a part of another's match)."""
+    found = (_target_of(m) for m in _ENTRY_LINES.finditer(text))
+    return [target for target in found if target is not None]
 
 
 def entries(text: str) -> list[Entry]:

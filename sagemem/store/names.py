@@ -24,6 +24,7 @@ import unicodedata
 from .errors import InvalidName
 
 INDEX_NAME = "MEMORY.md"
+ARCHIVE_DIR = "archive"  # archived memories, in a folder of the memory directory
 # Files that live in the memory directory but are never memories.
 RESERVED = frozenset({"memory.md", "session-log.md"})
 # File systems allow 255 bytes; the temp and lock files made beside a memory need the rest.

@@ -326,10 +326,8 @@ class App:
         return {"changes": [self._id(store, c) for store, _ in self._scopes() for c in store.fix()]}
 
     def rollback(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Roll the snapshot's scope back to it; `scope` here is the rollback's own (files, all)."""
-        mode = str(body.get("scope") or "files")
-        if mode not in ("files", "all"):
-            raise Refused(HTTPStatus.BAD_REQUEST, "scope must be files or all")
+        """Roll the snapshot's scope back to it; `parts`: which parts (files, all)."""
+        mode = _parts(body)
         store, sid = self._owner(body.get("id"), _holds_snapshot)
         outcome = store.rollback(sid, scope=mode)
         for key in ("snapshot", "protection"):
@@ -339,10 +337,8 @@ class App:
         return outcome
 
     def dream_rollback(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Undo a dream run: `files` (only what it changed) or `all` (its snapshot)."""
-        mode = str(body.get("scope") or "files")
-        if mode not in ("files", "all"):
-            raise Refused(HTTPStatus.BAD_REQUEST, "scope must be files or all")
+        """Undo a dream run, once: `parts` `files` (only what it changed) or `all` (its snapshot)."""
+        mode = _parts(body)
         store, run_id = self._owner(body.get("id"), _holds_run)
         done = dream.rollback(store, run_id, scope=mode)
         for key in ("restored", "archived", "retired", "kept"):
@@ -517,6 +513,15 @@ def _holds_conflict(store: MemoryStore, conflict_id: str) -> bool:
 
 def _holds_run(store: MemoryStore, run_id: str) -> bool:
     return any(m["id"] == run_id for m in dream.runs(store))
+
+
+def _parts(body: dict[str, Any]) -> str:
+    """Which parts a rollback puts back: `parts` (files, all); a page of an earlier version
+    sends it as `scope`."""
+    mode = str(body.get("parts") or body.get("scope") or "files")
+    if mode not in ("files", "all"):
+        raise Refused(HTTPStatus.BAD_REQUEST, "parts must be files or all")
+    return mode
 
 
 def _holds_snapshot(store: MemoryStore, snapshot_id: str) -> bool:

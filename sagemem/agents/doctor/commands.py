@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...store.command import LAUNCHER, is_portable
 from .places import OWN_FOLDER, PYTHON, SAGEMEM, Places, relative
 from .settings import Hook
 
@@ -72,9 +73,13 @@ def shadowed(words: list[str], places: Places) -> str | None:
     return None
 
 
-def hook_words(hook: Hook) -> list[str] | None:
+def hook_words(hook: Hook, home: Path | None = None) -> list[str] | None:
     """The hook's command as words, if it has the form doctor considers (see the module
-    docstring)."""
+    docstring). A portable line (`store/command.py`) is the words it would run here: the
+    launcher in `home` when there is one, else `sagemem` from PATH."""
+    for event in [hook.event] if home is not None else []:
+        if is_portable(hook.command, "hook", hook.harness, event):
+            return [portable_program(home), "hook", hook.harness, event]
     try:
         words = shlex.split(hook.command)
     except ValueError:
@@ -83,6 +88,12 @@ def hook_words(hook: Hook) -> list[str] | None:
     if rest is None or shlex.join(words) != hook.command.strip():
         return None  # quoting, pipes, `&&`, variables: not a line sagemem writes
     return words if rest[:2] == ["hook", hook.harness] and len(rest) <= 3 else None
+
+
+def portable_program(home: Path) -> str:
+    """What a portable line runs in `home`: its launcher if executable, else a bare name."""
+    launcher = home / LAUNCHER
+    return str(launcher) if os.access(launcher, os.X_OK) else "sagemem"
 
 
 @dataclass(frozen=True)

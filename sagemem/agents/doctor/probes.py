@@ -19,7 +19,17 @@ import json
 import shlex
 from pathlib import Path
 
-from .commands import Resolved, Verdict, hook_words, resolve, sagemem_rest, shadowed, verdict
+from ...store.command import is_portable
+from .commands import (
+    Resolved,
+    Verdict,
+    hook_words,
+    portable_program,
+    resolve,
+    sagemem_rest,
+    shadowed,
+    verdict,
+)
 from .findings import PROBLEM, Finding, ok, problem, unknown
 from .places import Places
 from .process import Failed, Session, last_line, run
@@ -49,7 +59,7 @@ def hook_findings(hooks: list[Hook], places: Places, runs: Runs) -> list[Finding
         where = f"{hook.path}: the {hook.event} hook"
         mine = hook.ours and hook.scope in ("project", "user")
         fix = reinstall(hook.harness, hook.scope) if mine else f"edit {hook.path}: hooks.{hook.event}"
-        words = hook_words(hook)
+        words = hook_words(hook, places.home)
         if words is None:
             text = (
                 f"{where} was not run: `{hook.command}` is not a line sagemem writes (doctor runs only those)"
@@ -215,6 +225,13 @@ def _mcp_argv(entry: McpEntry, places: Places) -> tuple[str, ...] | Finding:
     """What doctor starts for the entry (this sagemem's own program with its arguments), or
     the finding that says why nothing is started. The message follows the server's name."""
     argv = [entry.command, *entry.args]
+    if (
+        entry.command == "sh"
+        and len(entry.args) == 2
+        and entry.args[0] == "-c"
+        and is_portable(entry.args[1], "mcp")
+    ):
+        argv = [portable_program(places.home), "mcp"]
     if sagemem_rest(argv) != ["mcp"]:
         text = (
             f"was not started: `{shlex.join(argv)}` is not an entry sagemem writes (doctor starts only those)"
@@ -224,9 +241,9 @@ def _mcp_argv(entry: McpEntry, places: Places) -> tuple[str, ...] | Finding:
     if own is not None:
         text = f"runs `python -m sagemem` in a project that has its own {own}, which would run instead"
         return problem(entry.harness, "mcp", text, "")
-    found = resolve(entry.command, places)
+    found = resolve(argv[0], places)
     if found.path is None:
-        return problem(entry.harness, "mcp", f"runs {entry.command}, which {found.problem}", "")
+        return problem(entry.harness, "mcp", f"runs {argv[0]}, which {found.problem}", entry.fix)
     chosen = verdict(argv, found, places)
     if not chosen.argv:
         return _declined(entry.harness, "mcp", "was not started", chosen, entry.fix, "")

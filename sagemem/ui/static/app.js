@@ -23,8 +23,8 @@ const TEXT = {
   archiveChosen: ["Archive the chosen ones", "归档所选"], discard: ["Leave without saving your edit?", "不保存修改就离开吗？"], chooseAll: ["Choose all", "全选"], confirmCandidates: ["Archive {n} memories? A snapshot is taken first.", "归档 {n} 条记忆？会先创建快照。"],
   healthy: ["No problems.", "没有问题。"], fix: ["Fix the safe problems (CRLF, index lines)", "修复安全的问题（CRLF、索引行）"],
   confirmFix: ["A snapshot is taken first, then CRLF and index lines are fixed. Go on?", "会先创建快照，再修复 CRLF 和索引行。继续？"],
-  rollback: ["Roll back", "回滚"], confirmRollback: ["Roll back to snapshot {id} ({scope})? The present is snapshotted first; nothing is deleted.",
-    "回滚到快照 {id}（{scope}）？会先为当前状态创建快照；不会删除任何文件。"], noSnapshots: ["No snapshots yet.", "还没有快照。"],
+  rollback: ["Roll back", "回滚"], confirmRollback: ["Roll back to snapshot {id} ({parts})? The present is snapshotted first; nothing is deleted.",
+    "回滚到快照 {id}（{parts}）？会先为当前状态创建快照；不会删除任何文件。"], noSnapshots: ["No snapshots yet.", "还没有快照。"],
   noConflicts: ["No open conflicts.", "没有未解决的冲突。"], keepDisk: ["Keep the disk version", "保留磁盘版本"], keepProposed: ["Use the refused write", "采用被拒绝的写入"],
   type: ["Type", "类型"], name: ["Name", "名称"], description: ["Description", "描述"], tags: ["Tags (comma separated)", "标签（逗号分隔）"],
   body: ["Text", "正文"], create: ["Create", "创建"], allTypes: ["all types", "全部类型"], idle: ["idle {d} days", "闲置 {d} 天"],
@@ -34,7 +34,9 @@ const TEXT = {
   dream: ["Dream", "整理"], noDreams: ["No dream runs yet: `sagemem dream` starts one (report mode changes nothing).", "还没有整理记录：运行 `sagemem dream` 开始一次（只出报告的模式不会改动任何东西）。"],
   report: ["Report", "报告"], applyProposals: ["Apply the proposals", "应用建议"],
   confirmApply: ["Carry out the {n} proposals of run {id}? A snapshot is taken first; a memory edited since is left alone.", "执行整理 {id} 的 {n} 条建议？会先创建快照；之后被改过的记忆不会被覆盖。"],
-  confirmDreamRollback: ["Undo dream run {id} ({scope})? The present is snapshotted first; nothing is deleted.", "撤销整理 {id}（{scope}）？会先为当前状态创建快照；不会删除任何文件。"],
+  confirmDreamRollback: ["Undo dream run {id} ({parts})? The present is snapshotted first; nothing is deleted.", "撤销整理 {id}（{parts}）？会先为当前状态创建快照；不会删除任何文件。"],
+  run: ["Run", "记录"], started: ["Started", "开始时间"], modeStatus: ["Mode · status", "模式 · 状态"],
+  changesProposals: ["Changes / proposals", "改动 / 建议"], model: ["Model", "模型"], actions: ["Actions", "操作"],
 };
 const t = (key, vars = {}) => (TEXT[key] ? TEXT[key][ZH ? 1 : 0] : key).replace(/\{(\w+)\}/g, (_, k) => String(vars[k]));
 const COLORS = { user: "var(--user)", feedback: "var(--feedback)", project: "var(--project)", reference: "var(--reference)" };
@@ -310,12 +312,12 @@ async function snapshotsPage(main) {
   const { snapshots } = await api("/api/snapshots");
   if (!snapshots.length) { main.append(h("p", { id: "snapshots-none" }, t("noSnapshots"))); return; }
   main.append(h("table", {}, h("tbody", {}, snapshots.map((s) => {
-    const scope = h("select", { "aria-label": "scope" }, h("option", { value: "files" }, "files"), h("option", { value: "all" }, "all"));
+    const parts = h("select", { "aria-label": "parts" }, h("option", { value: "files" }, "files"), h("option", { value: "all" }, "all"));
     return h("tr", {}, h("td", { class: "file" }, s.id), h("td", {}, s.created), h("td", {}, `${s.kind} ${s.label || ""}`), h("td", {}, `${s.files}`),
-      h("td", {}, scope, " ", h("button", { type: "button", class: "danger", onclick: async () => {
-        if (!confirm(t("confirmRollback", { id: s.id, scope: scope.value }))) return;
+      h("td", {}, parts, " ", h("button", { type: "button", class: "danger", onclick: async () => {
+        if (!confirm(t("confirmRollback", { id: s.id, parts: parts.value }))) return;
         try {
-          const done = await api("/api/rollback", { id: s.id, scope: scope.value });
+          const done = await api("/api/rollback", { id: s.id, parts: parts.value });
           say(Object.entries(done).map(([k, v]) => `${k}: ${Array.isArray(v) ? v.length : v}`).join(" · "));
           await load(); show("snapshots");
         } catch (e) { say(e.message, true); }
@@ -327,7 +329,8 @@ async function dreamPage(main) {
   const { runs } = await api("/api/dream");
   if (!runs.length) { main.append(h("p", { id: "dream-none" }, t("noDreams"))); return; }
   const shown = h("pre", { id: "dream-report", class: "report" });
-  main.append(h("table", { id: "dream-runs" }, h("tbody", {}, runs.map((r) => {
+  const head = h("thead", {}, h("tr", {}, ["run", "started", "modeStatus", "changesProposals", "model", "actions"].map((k) => h("th", { scope: "col" }, t(k)))));
+  main.append(h("table", { id: "dream-runs" }, head, h("tbody", {}, runs.map((r) => {
     const actions = [h("button", { type: "button", onclick: async () => {
       try { shown.textContent = (await api(`/api/dream/run?id=${encodeURIComponent(r.id)}`)).report; } catch (e) { say(e.message, true); }
     } }, t("report"))];
@@ -337,12 +340,13 @@ async function dreamPage(main) {
         try { const done = await api("/api/dream/apply", { id: r.id }); say(`${done.id}: ${done.status} · ${done.changes.join(", ") || "—"}`); show("dream"); } catch (e) { say(e.message, true); }
       } }, t("applyProposals")));
     }
-    if (r.changes) {
-      const scope = h("select", { "aria-label": "scope" }, h("option", { value: "files" }, "files"), h("option", { value: "all" }, "all"));
-      actions.push(" ", scope, " ", h("button", { type: "button", class: "danger", onclick: async () => {
-        if (!confirm(t("confirmDreamRollback", { id: r.id, scope: scope.value }))) return;
+    // A run is rolled back once (`rolled_back`); one whose rollback left conflicts may be again.
+    if (r.changes && !r.rolled_back) {
+      const parts = h("select", { "aria-label": "parts" }, h("option", { value: "files" }, "files"), h("option", { value: "all" }, "all"));
+      actions.push(" ", parts, " ", h("button", { type: "button", class: "danger", onclick: async () => {
+        if (!confirm(t("confirmDreamRollback", { id: r.id, parts: parts.value }))) return;
         try {
-          const done = await api("/api/dream/rollback", { id: r.id, scope: scope.value });
+          const done = await api("/api/dream/rollback", { id: r.id, parts: parts.value });
           say(["restored", "archived", "retired", "conflicts"].filter((k) => (done[k] || []).length).map((k) => `${k}: ${done[k].join(", ")}`).join(" · ") || "—");
           await load(); show("dream");
         } catch (e) { say(e.message, true); }
