@@ -9,8 +9,7 @@ calls, which it really executes (its hooks, its MCP servers, its permission syst
 Each project is set up as a person would: `git init`, `sagemem init --project`, `sagemem
 install <harness>`, whose portable hook line finds this interpreter's sagemem first on the
 CLI's PATH. Where the rig's isolation makes the setup differ from a person's, the test says
-how and why. DeepSeek Harness is not in the rig yet: its cases still run through the runner
-SAGEMEM_DSH_E2E names (`dsh_e2e.sh`; DSH_PREFIX names an install to reuse).
+how and why.
 """
 
 from __future__ import annotations
@@ -28,11 +27,9 @@ import pytest
 
 from sagemem.store.command import command_line
 from sagemem.store.native import claude_memory_dir
-from tests.e2e.rigs import Rig, e2e
+from tests.e2e.rigs import Rig, Run, dsh_install, e2e
 
 SAGEMEM = [sys.executable, "-m", "sagemem"]
-# Read at import: the suite's fixture clears SAGEMEM_* variables before each test.
-DSH_RUNNER = os.environ.get("SAGEMEM_DSH_E2E", "")
 RULES = "How to save a memory"
 FRIDAYS = "What is our rule about deploying to production on Fridays?"
 # Claude Code's words for its auto-memory folder, in the system prompt it sends.
@@ -49,9 +46,6 @@ for line in open(sys.argv[1], encoding="utf-8"):
         open(sys.argv[2], "w", encoding="utf-8").write("MEMDIR=" + found.group(1) + "=END")
         break
 """
-
-
-dsh_runner = pytest.mark.skipif(not DSH_RUNNER, reason="set SAGEMEM_DSH_E2E to a dsh_e2e.sh to run this")
 
 
 def sagemem(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -292,7 +286,7 @@ def test_claude_code_updates_a_memory_and_the_next_session_gets_the_new_fact(
     assert json.loads(checked.stdout)["ok"], checked.stdout
 
     second = claude(rig, project, [{"text": "After 3pm."}], FRIDAYS, keep_home=True)
-    assert "### project_deploy_freeze.md:" in injected(second[0], "No deploys after 3pm.")
+    assert "### project:project_deploy_freeze.md:" in injected(second[0], "No deploys after 3pm.")
     assert not holding(second, "No Friday deploys.")  # the old fact is gone from the next session
 
 
@@ -309,23 +303,6 @@ def test_claude_code_gets_nothing_injected_for_an_unrelated_question(tmp_path: P
 # -- Codex, Gemini CLI, DeepSeek Harness ------------------------------------------------------
 
 
-def run(
-    variable: str, workdir: Path, prompt: str, expected: str, env: dict[str, str], hook: str = "true"
-) -> None:
-    """One run of dsh's runner; `expected` must reach a model request (else a plain failure,
-    never one an `xfail` would take for the behaviour it expects)."""
-    assert variable == "SAGEMEM_DSH_E2E"
-    done = subprocess.run(
-        ["bash", DSH_RUNNER, str(workdir), hook, prompt, expected],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=900,
-    )
-    if done.returncode != 0 or "found in request" not in done.stdout:
-        pytest.fail(done.stdout + done.stderr)
-
-
 @e2e
 def test_codex_is_told_how_to_save_and_gets_the_user_memory_beside_the_projects(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj", "codex")
@@ -337,7 +314,7 @@ def test_codex_is_told_how_to_save_and_gets_the_user_memory_beside_the_projects(
     run = Rig(tmp_path / "codex").codex(project, "What is my cat called?", home=home).check()
     first = run.requests(r"/responses$")[0]
     [rules] = holding(first, RULES)  # no MCP server in Codex's config.toml: the command lines
-    assert "--type T --name N" in rules
+    assert f"`{command_line('remember')} --type T --name N" in rules  # this sagemem, found on PATH
     [context] = holding(first, "The cat is called Sesame.")
     scopes = f'"{project / ".sagemem" / "memory"}", "{home / ".sagemem" / "memory"}"'
     assert f"(sagemem, from {scopes})" in context and "### user:user_cat.md:" in context
@@ -368,19 +345,16 @@ def test_gemini_is_told_how_to_save_and_a_baseline_leaves_the_answer_in(tmp_path
     [start] = holding(asked, FRIDAYS)
     assert start.startswith("<hook_context>") and "Answer in British English." in start
     [answer] = holding(asked, "Codename PELICAN-42.")
-    assert answer.startswith("<hook_context>") and "### project_deploy_freeze.md:" in answer
+    assert answer.startswith("<hook_context>") and "### project:project_deploy_freeze.md:" in answer
 
 
-def dsh_install(tmp_path: Path, event: str, before: str, after: str | None = None) -> dict[str, str]:
+def dsh_project(tmp_path: Path, event: str, before: str, after: str | None = None) -> tuple[Path, Path]:
     """A project with a memory, and `sagemem install dsh` in a home of dsh's own; in the
     bridge's hook settings that install wrote, `before` runs ahead of sagemem's `event` hook
-    (and `after` after it). The rig's environment for a run."""
+    (and `after` after it). The project and that home."""
     project = make_project(tmp_path / "proj")
     remember(project, "project", "deploy freeze", "Deploy freeze rule for production", "Codename PELICAN-42.")
-    prefix = Path(os.environ.get("DSH_PREFIX") or tmp_path / "npm")
-    bridge = prefix / "node_modules" / "@deepseek-ai" / "dsh-hooks-claude-code"
-    if not bridge.is_dir():
-        run("SAGEMEM_DSH_E2E", tmp_path / "setup", "hello", "hello", {"DSH_PREFIX": str(prefix)})  # installs
+    _, _, bridge = dsh_install()
     home = tmp_path / "dsh-home"  # dsh reads no configuration from a project: the install is per user
     sagemem("install", "dsh", "--bridge", str(bridge), cwd=project, DSH_HOME=str(home))
     settings = home / "sagemem" / "hooks.json"
@@ -389,12 +363,12 @@ def dsh_install(tmp_path: Path, event: str, before: str, after: str | None = Non
     group["hooks"][:0] = [{"type": "command", "command": before, "timeout": 30}]
     group["hooks"] += [{"type": "command", "command": after, "timeout": 30}] if after else []
     settings.write_text(json.dumps(hooks), encoding="utf-8")
-    return {"DSH_PREFIX": str(prefix), "DSH_PROJECT": str(project), "DSH_ENV": f"DSH_HOME={home}"}
+    return project, home
 
 
-def dsh_requests(workdir: Path) -> list[dict]:
+def dsh_requests(run: Run) -> list[dict]:
     """The conversation's requests (the session-title request has no tools)."""
-    return [b for b in model_requests(workdir / "requests.jsonl", r"/chat/completions$") if b.get("tools")]
+    return [b for b in run.requests(r"/chat/completions$") if b.get("tools")]
 
 
 # A hook of a person's own: context for the event that fired, in the shape every harness reads.
@@ -410,29 +384,49 @@ print(json.dumps({{"hookSpecificOutput": {{"hookEventName": event, "additionalCo
 # one of sagemem's hooks (the bridge runs the hooks of an event one after the other).
 
 
-@dsh_runner
+@e2e
+def test_dsh_is_told_how_to_save_and_gets_both_scopes_in_its_first_request(tmp_path: Path) -> None:
+    project, dsh_home = dsh_project(tmp_path, "UserPromptSubmit", "true")
+    home = user_home(tmp_path / "user-home")
+    remember(home, "user", "cat", "the user's pet", "The cat is called Sesame.", HOME=str(home))
+    run = Rig(tmp_path / "dsh").dsh(project, "What is my cat called?", dsh_home=dsh_home, home=home).check()
+    first = dsh_requests(run)[0]
+    [rules] = holding(first, RULES)  # with the prompt hook, whichever hook ran first
+    assert "memory_remember(type, name, description" in rules
+    [context] = holding(first, "The cat is called Sesame.")
+    scopes = f'"{project / ".sagemem" / "memory"}", "{home / ".sagemem" / "memory"}"'
+    assert f"(sagemem, from {scopes})" in context and "### user:user_cat.md:" in context
+
+
+@e2e
 def test_dsh_is_told_how_to_save_with_the_mcp_tools_it_offers(tmp_path: Path) -> None:
-    env = dsh_install(tmp_path, "UserPromptSubmit", "sleep 2")  # SessionStart's hook first
-    work = tmp_path / "dsh"
-    run("SAGEMEM_DSH_E2E", work, FRIDAYS, RULES, {**env, "DSH_EVENTS": "Stop"})  # the rig's hook idle
+    project, home = dsh_project(tmp_path, "UserPromptSubmit", "sleep 2")  # SessionStart's hook first
+    run = Rig(tmp_path / "dsh").dsh(project, FRIDAYS, dsh_home=home).check()
     # The SessionStart context arrives after the first request, and dsh takes one more step.
-    told = next(b for b in dsh_requests(work) if holding(b, RULES))
+    told = next(b for b in dsh_requests(run) if holding(b, RULES))
     [rules] = holding(told, RULES)
     assert "memory_remember(type, name, description" in rules
     assert "mcp__sagemem__memory_remember" in {t.get("function", {}).get("name") for t in told["tools"]}
 
 
-@dsh_runner
+@e2e
 def test_dsh_is_told_how_to_save_when_the_prompt_hook_comes_first(tmp_path: Path) -> None:
     marker = "MARKER-START-4471"
     script = tmp_path / "marker_hook.py"
     script.write_text(MARKER_HOOK.format(marker=marker), encoding="utf-8")
-    env = dsh_install(tmp_path, "SessionStart", "sleep 2", shlex.join([sys.executable, str(script)]))
-    work = tmp_path / "dsh"
-    # The rig's Stop hook holds each turn open for 3 s, so the late SessionStart context still
-    # lands in the session; the marker handler, run right after sagemem's, shows it did.
-    run("SAGEMEM_DSH_E2E", work, FRIDAYS, marker, {**env, "DSH_EVENTS": "Stop"}, hook="sleep 3")
-    told = next(b for b in dsh_requests(work) if holding(b, marker))
+    project, home = dsh_project(
+        tmp_path, "SessionStart", "sleep 2", shlex.join([sys.executable, str(script)])
+    )
+    # A Stop hook holds each turn open for 3 s, so the late SessionStart context still lands in
+    # the session; the marker handler, run right after sagemem's, shows it did.
+    settings = home / "sagemem" / "hooks.json"
+    hooks = json.loads(settings.read_text(encoding="utf-8"))
+    hooks["hooks"].setdefault("Stop", []).append(
+        {"hooks": [{"type": "command", "command": "sleep 3", "timeout": 30}]}
+    )
+    settings.write_text(json.dumps(hooks), encoding="utf-8")
+    run = Rig(tmp_path / "dsh").dsh(project, FRIDAYS, dsh_home=home).check()
+    told = next(b for b in dsh_requests(run) if holding(b, marker))
     assert holding(told, RULES), "sagemem's SessionStart hook gave no saving rules"
 
 

@@ -233,6 +233,13 @@ async def test_remember_update_and_list_as_an_agent_uses_them(store: MemoryStore
             {"type": "reference", "name": "ci", "description": "CI token", "body": "ghp_" + "Zx9" * 12},
         )
         assert secret.is_error and "looks like a GitHub token" in secret.content[0].text
+        taken = await client.call_tool(
+            "memory_remember",
+            {"type": "project", "name": "studio lease", "description": "Another lease", "body": "x"},
+        )
+        said = taken.content[0].text  # a name taken: what to do now, and how the person closes it
+        assert taken.is_error and "duplicate name" in said and "Choose another name" in said
+        assert "conflicts resolve" in said and store.conflicts()[-1].kind == "duplicate"
         listed = data(await client.call_tool("memory_list", {"type": "project"}))
         assert {m["file"] for m in listed} >= {"project_studio_lease.md", "project_studio_opening.md"}
         assert all(m["type"] == "project" for m in listed)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from sagemem import MemorySet, MemoryStore
+from sagemem.store.errors import VersionConflict
 from sagemem.ui.server import Server
 
 from .memories import DANCE, MUSIC, OLD_PLAN, make
@@ -142,6 +143,25 @@ def test_edit_and_save_then_a_change_behind_the_page_shows_both_versions(
     keep.click()
     wait(browser, lambda d: not store.conflicts())
     assert "My second change." in path.read_text()
+
+
+def test_a_duplicate_name_says_how_it_ends_and_closing_it_clears_the_count(store: MemoryStore) -> None:
+    with pytest.raises(VersionConflict):
+        store.create(type="reference", name="music", description="Another music note")
+    with page(store) as browser:
+        badge = wait(browser, lambda d: d.find_element(By.ID, "badge-conflicts"))
+        wait(browser, lambda d: badge.text.startswith("1 "))
+        badge.click()
+        said = wait(
+            browser, ready.presence_of_element_located((By.CSS_SELECTOR, "p.kind[data-kind='duplicate']"))
+        )
+        assert "name of one that exists" in said.text
+        keep = browser.find_element(By.CSS_SELECTOR, "button[data-keep='disk']")
+        assert keep.text == "Keep the existing memory"
+        keep.click()
+        wait(browser, lambda d: not store.conflicts())
+        wait(browser, lambda d: d.find_element(By.ID, "badge-conflicts").text.startswith("0 "))
+    assert store.get("reference_music.md").description != "Another music note"
 
 
 def test_archive_and_restore(browser: Any, store: MemoryStore) -> None:

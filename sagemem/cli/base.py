@@ -265,12 +265,15 @@ def _uses(record: Any) -> str:
 
 
 def _conflict_summary(c: Any) -> dict[str, Any]:
-    data = c.to_dict()
+    """A conflict without its two sides, and, while open, how a person closes it."""
+    data = {**c.to_dict(), "to_close": None if c.resolution else c.ending()}
     return {
         k: data[k]
         for k in (
             "id",
             "file",
+            "kind",
+            "to_close",
             "created",
             "writer",
             "reason",

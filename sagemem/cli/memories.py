@@ -554,7 +554,9 @@ def conflicts_list(ctx: _Context, resolved: bool = False, as_json: bool = False)
         for store, c in found:
             done = f"  kept {c.resolution}" if c.resolution else ""
             file = memories.name(store, c.file)
-            say(f"{c.id}  {file}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
+            say(f"{c.id}  {file}  {c.kind}  {c.created}  {c.writer}{done}  {c.reason}".rstrip())
+            if not c.resolution:
+                say(f"    to close: {c.ending()}")
     if unread:
         records = count(unread, "conflict record")
         say(f"sagemem: hint: left out, as it cannot be read: {records}; `sagemem check` says why", err=True)
@@ -589,7 +591,6 @@ def conflicts_show(ctx: _Context, conflict_id: str, as_json: bool) -> None:
         # A field change that could not be applied to the file as it was: the reason says
         # what was asked; there is nothing to diff or to write.
         say("no content was proposed (the change could not be applied to the file as it was; see reason)")
-        say(f"resolve it with: sagemem conflicts resolve {c.id} --keep disk")
         return
     disk = split_lines(_unsecret((c.disk or b"").decode("utf-8", "replace")))
     proposed = split_lines(_unsecret(c.proposed.decode("utf-8", "replace")))

@@ -530,7 +530,9 @@ class Directory:
 
     def resolve_conflict(self, conflict_id: str, keep: str, *, writer: str = "") -> Conflict:
         """Settle a conflict: keep what is on disk, or write the proposed bytes. Writing is itself
-        version guarded: it lands only if the file is still what the conflict recorded."""
+        version guarded: it lands only if the file is still what the conflict recorded; if it
+        changed again, the conflict stays open (no second one), now holding the file as it is,
+        so the person looks again before the next try."""
         if keep not in ("disk", "proposed"):
             raise SagememError(f"keep must be 'disk' or 'proposed' (got {keep!r})")
         conflict = self.conflict(conflict_id)
@@ -547,6 +549,7 @@ class Directory:
                 writer,
                 f"resolve conflict {conflict.id}",
                 keep_eol=True,
+                settling=conflict,
             )
         return guard.close_conflict(self.state_dir, conflict, keep)
 
@@ -578,6 +581,7 @@ class Directory:
         *,
         keep_eol: bool = False,
         whole: bool = False,
+        settling: Conflict | None = None,
     ) -> Memory:
         """The one path of every change to a memory's bytes: the format's rules (with `whole`,
         also those for content sent whole), then the guarded write, then the index line."""
@@ -593,6 +597,7 @@ class Directory:
             writer=writer,
             reason=reason,
             lock_dir=self.lock_dir,
+            settling=settling,
         )
         try:
             self._upsert_index(file)

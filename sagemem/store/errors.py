@@ -87,7 +87,8 @@ class VersionConflict(SagememError):
 
     The attempt is kept in the conflict queue; `kept` is False when even that could not be
     written (a full disk), and `note` then says why. A `conflict_id` of "" means nothing was
-    proposed (a check of the version, a removal), so there is nothing to keep."""
+    proposed (a check of the version, a removal), so there is nothing to keep. `resolving`:
+    the write was the resolution of that conflict, which stays open."""
 
     exit_code = 3
 
@@ -100,12 +101,14 @@ class VersionConflict(SagememError):
         *,
         kept: bool = True,
         note: str = "",
+        resolving: bool = False,
     ) -> None:
         self.file = file
         self.expected = expected
         self.actual = actual
         self.conflict_id = conflict_id
         self.kept = kept
+        head = "version conflict: the file"
         if expected is None:
             what = "already exists"
         elif actual is None:
@@ -114,11 +117,25 @@ class VersionConflict(SagememError):
             what = f"changed since version {expected[:12]} (now {actual[:12]})"
         if not conflict_id:
             fate = "Nothing was proposed, so no conflict is kept: read it again"
+        elif resolving:
+            # Settling a conflict found the file changed again: the same record, brought up to date.
+            fate = (
+                f"Conflict {conflict_id} stays open, and now compares with the file as it is: look "
+                f"again with `sagemem conflicts show {conflict_id}`, then resolve it"
+            )
+        elif kept and expected is None:
+            # A name taken: the text is kept, and the person is told how the record ends.
+            head, what = "duplicate name:", "a memory of that name exists already"
+            resolve = f"sagemem conflicts resolve {conflict_id}"
+            fate = (
+                f"Your text is kept as conflict {conflict_id}: save it under another name, then "
+                f"`{resolve} --keep disk` closes the conflict; or `{resolve} --keep proposed` "
+                "replaces the existing memory with it"
+            )
         elif kept:
             fate = f"Your version is kept as conflict {conflict_id} (sagemem conflicts show {conflict_id})"
         else:
             fate = "Your version could not be kept as a conflict; save it elsewhere before you retry"
         super().__init__(
-            f"{file}: version conflict: the file {what}; nothing was written. {fate}"
-            + (f" ({note})" if note else "")
+            f"{file}: {head} {what}; nothing was written. {fate}" + (f" ({note})" if note else "")
         )

@@ -99,10 +99,43 @@ class Conflict:
     resolution: str | None = None
     resolved_at: str | None = None
 
+    @property
+    def kind(self) -> str:
+        """What was refused: "duplicate" (a new memory under a name that exists), "unapplied"
+        (a field change that could not be applied: nothing to write), "deleted" (the file
+        went), else "changed"."""
+        if self.proposed is None:
+            return "unapplied"
+        if self.expected_version is None and self.disk_version is not None:
+            return "duplicate"
+        return "deleted" if self.disk_version is None else "changed"
+
+    def ending(self) -> str:
+        """How a person closes this conflict, in words and commands."""
+        resolve = f"sagemem conflicts resolve {self.id}"
+        if self.kind == "unapplied":
+            return f"nothing was proposed to write: `{resolve} --keep disk` closes it; then change it again"
+        if self.kind == "duplicate":
+            return (
+                f"a new memory was given the name of one that exists: `{resolve} --keep disk` keeps "
+                f"the existing one (save the new text under another name first to keep both), "
+                f"`{resolve} --keep proposed` replaces it with the new text"
+            )
+        if self.kind == "deleted":
+            return (
+                f"the file was deleted before this write landed: `{resolve} --keep proposed` writes it "
+                f"back, `{resolve} --keep disk` leaves it deleted"
+            )
+        return (
+            f"the file changed before this write landed: compare with `sagemem conflicts show "
+            f"{self.id}`, then `{resolve} --keep disk` or `--keep proposed`"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "id": self.id,
             "file": self.file,
+            "kind": self.kind,
             "expected_version": self.expected_version,
             "disk_version": self.disk_version,
             "proposed_version": None if self.proposed is None else version_of(self.proposed),
@@ -191,17 +224,26 @@ def guarded_write(
     writer: str = "",
     reason: str = "",
     lock_dir: Path | None = None,
+    settling: Conflict | None = None,
 ) -> str:
     """Write `data` to `path` if its version is still `expected` (None: it must not exist).
 
     Returns the new version. On a mismatch the attempt is recorded and `VersionConflict` is
-    raised; nothing on disk changes. Identical bytes are not rewritten.
+    raised; nothing on disk changes. Identical bytes are not rewritten. A write `settling` a
+    conflict records no new one: that conflict is brought up to the file as it is now.
     """
+
+    def refused(actual: str | None, current: bytes | None) -> VersionConflict:
+        if settling is None:
+            return _refuse(path.name, expected, actual, current, data, state_dir, writer, reason)
+        _rebase(state_dir, settling, actual, current)
+        return VersionConflict(path.name, expected, actual, settling.id, resolving=True)
+
     with file_lock(path, lock_dir):
         current = on_disk(path)
         actual = None if current is None else version_of(current)
         if not matches(actual, expected):
-            raise _refuse(path.name, expected, actual, current, data, state_dir, writer, reason)
+            raise refused(actual, current)
         if current == data:
             return actual or version_of(data)
         try:
@@ -209,8 +251,7 @@ def guarded_write(
         except FileExistsError:
             # Created behind our back (an editor does not take our lock).
             current = read_bytes(path)
-            actual = version_of(current)
-            raise _refuse(path.name, None, actual, current, data, state_dir, writer, reason) from None
+            raise refused(version_of(current), current) from None
     return version_of(data)
 
 
@@ -356,6 +397,15 @@ def close_conflict(state_dir: Path, conflict: Conflict, resolution: str) -> Conf
     write_atomic(target, _dump(done), create_only=True)
     os.unlink(record)
     return done
+
+
+def _rebase(state_dir: Path, conflict: Conflict, actual: str | None, disk: bytes | None) -> None:
+    """Bring open conflict `conflict` up to the file as it is now (`disk`, of version
+    `actual`): a resolution then writes over what the person saw last, never over an edit they
+    did not see. The record keeps its id, so it stays the one conflict."""
+    record = _open_record(state_dir, conflict.id)
+    moved = Conflict(**{**conflict.__dict__, "disk_version": actual, "disk": disk})
+    write_atomic(record, _dump(moved))
 
 
 def redact_conflicts(

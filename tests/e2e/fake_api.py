@@ -138,10 +138,16 @@ class FakeAPI:
     """`with FakeAPI(log) as api:` ... `api.url`; `script` for Claude Code's main loop."""
 
     def __init__(
-        self, log: Path, script: list[dict] | None = None, cwd: Path | None = None, text: str = "ok"
+        self,
+        log: Path,
+        script: list[dict] | None = None,
+        cwd: Path | None = None,
+        text: str = "ok",
+        models: tuple[str, ...] = (),
     ):
         self.log = log
         self.text = text
+        self.models = [{"id": name, "object": "model"} for name in models]
         self.script = None if script is None else Script(script, cwd or log.parent)
         self._lock = threading.Lock()
         api = self
@@ -209,7 +215,7 @@ class FakeAPI:
         body = body if isinstance(body, dict) else {}
         if h.command != "POST":
             if path.endswith("/models"):
-                return self._json(h, {"object": "list", "data": [], "has_more": False})
+                return self._json(h, {"object": "list", "data": self.models, "has_more": False})
             return self._json(h, {})
         if path.endswith("/v1/messages"):
             return self.messages(h, body)

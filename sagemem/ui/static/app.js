@@ -25,6 +25,13 @@ const TEXT = {
   confirmFix: ["A snapshot is taken first, then CRLF and index lines are fixed. Go on?", "会先创建快照，再修复 CRLF 和索引行。继续？"],
   rollback: ["Roll back", "回滚"], confirmRollback: ["Roll back to snapshot {id} ({parts})? The present is snapshotted first; nothing is deleted.",
     "回滚到快照 {id}（{parts}）？会先为当前状态创建快照；不会删除任何文件。"], noSnapshots: ["No snapshots yet.", "还没有快照。"],
+  kind_duplicate: ["A new memory was given the name of one that exists. Keep the existing one (save the new text under another name first to keep both), or replace it with the new text.",
+    "新建的记忆与已有记忆同名。可以保留已有的记忆（想两者都留，先把新内容用别的名字保存），或用新内容替换它。"],
+  kind_changed: ["The file changed before this write landed. Compare the two, then keep one.", "写入之前文件已被修改。对比两个版本，然后保留其一。"],
+  kind_deleted: ["The file was deleted before this write landed. Write it back, or leave it deleted.", "写入之前文件已被删除。可以写回，或保持删除。"],
+  kind_unapplied: ["The change could not be applied to the file, so there is nothing to write: close this, then make the change again.", "修改无法应用到文件上，没有可写入的内容：关闭此冲突后重新修改。"],
+  keepExisting: ["Keep the existing memory", "保留已有的记忆"], replaceExisting: ["Replace it with the new text", "用新内容替换"],
+  writeBack: ["Write it back", "写回"], leaveDeleted: ["Leave it deleted", "保持删除"], close: ["Close", "关闭"],
   noConflicts: ["No open conflicts.", "没有未解决的冲突。"], keepDisk: ["Keep the disk version", "保留磁盘版本"], keepProposed: ["Use the refused write", "采用被拒绝的写入"],
   type: ["Type", "类型"], name: ["Name", "名称"], description: ["Description", "描述"], tags: ["Tags (comma separated)", "标签（逗号分隔）"],
   body: ["Text", "正文"], create: ["Create", "创建"], allTypes: ["all types", "全部类型"], idle: ["idle {d} days", "闲置 {d} 天"],
@@ -270,7 +277,10 @@ function createPage(main) {
         const made = await api("/api/create", { type: type.value, name: name.value, description: description.value, body: body.value,
           tags: tags.value.split(",").map((x) => x.trim()).filter(Boolean), scope: state.data.named ? scope.value : "" });
         say(made.file); await load(); viewPage(main, state.data.memories.find((x) => x.file === made.file));
-      } catch (e) { say(e.message, true); }
+      } catch (e) {
+        if (e.status === 409) await load(); // a name taken: kept as a conflict, which the header counts
+        say(e.message, true);
+      }
     } }, t("create")), h("button", { type: "button", onclick: () => show("memories") }, t("cancel")))].flat());
 }
 
@@ -362,11 +372,16 @@ async function conflictsPage(main) {
   if (!conflicts.length) { main.append(h("p", {}, t("noConflicts"))); return; }
   for (const c of conflicts) {
     const resolve = async (keep) => { try { await api("/api/conflicts/resolve", { id: c.id, keep }); await load(); show("conflicts"); } catch (e) { say(e.message, true); } };
+    // Each kind says how it ends, and its buttons say what they do to the file.
+    const [disk, proposed] = { duplicate: ["keepExisting", "replaceExisting"], deleted: ["leaveDeleted", "writeBack"],
+      unapplied: ["close", null] }[c.kind] || ["keepDisk", "keepProposed"];
+    const buttons = [h("button", { type: "button", "data-keep": "disk", onclick: () => resolve("disk") }, t(disk))];
+    if (proposed) buttons.push(h("button", { type: "button", "data-keep": "proposed", onclick: () => resolve("proposed") }, t(proposed)));
     main.append(h("h3", {}, h("span", { class: "file" }, c.file), ` · ${c.id} · ${c.writer || ""} · ${c.reason || ""}`),
+      h("p", { class: "kind", "data-kind": c.kind }, t(`kind_${c.kind}`)),
       h("div", { class: "compare" }, h("div", {}, h("h4", {}, t("diskThen")), h("pre", { class: "raw" }, c.disk ?? "")),
         h("div", {}, h("h4", {}, t("yours")), h("pre", { class: "raw" }, c.proposed ?? ""))),
-      h("div", { class: "actions" }, h("button", { type: "button", "data-keep": "disk", onclick: () => resolve("disk") }, t("keepDisk")),
-        h("button", { type: "button", "data-keep": "proposed", onclick: () => resolve("proposed") }, t("keepProposed"))));
+      h("div", { class: "actions" }, ...buttons));
   }
 }
 
