@@ -343,9 +343,12 @@ def test_search_and_inject_commands(tmp_path: Path) -> None:
     hits = json.loads(out)
     assert hits[0]["file"] == "project_deploy_flow.md" and len(hits[0]["version"]) == 64
     assert hits[0]["snippet"] and hits[0]["lines"][0] <= hits[0]["lines"][1]
-    code, out, _ = run(
-        ["--dir", str(DEMO), "--state-dir", str(tmp_path / "s"), "search", "write a haiku about autumn"]
-    )
+    # Asked for on purpose, a message that shares one common word gets that weak match, and
+    # nothing in it is marked as what the hook would inject; one that shares none gets nothing.
+    where = ["--dir", str(DEMO), "--state-dir", str(tmp_path / "s")]
+    code, out, _ = run([*where, "search", "write a haiku about autumn", "--json"])
+    assert code == 0 and json.loads(out) and not any(h["strong"] for h in json.loads(out))
+    code, out, _ = run([*where, "search", "haiku autumn leaves"])
     assert code == 0 and out == ""
     code, out, _ = run(
         [

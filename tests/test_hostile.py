@@ -139,8 +139,8 @@ def test_an_index_entry_that_names_a_file_outside_is_never_followed(tmp_path: Pa
     conn = sqlite3.connect(db)
     (raw,) = conn.execute("SELECT entry FROM files WHERE name = 'project_deploy.md'").fetchone()
     fields = json.loads(raw)
-    fields[0] = "../../../outside.txt"
-    fields[1] = hashlib.sha256(secret.read_bytes()).hexdigest()
+    fields["file"] = "../../../outside.txt"
+    fields["version"] = hashlib.sha256(secret.read_bytes()).hexdigest()
     conn.execute("UPDATE files SET entry = ? WHERE name = 'project_deploy.md'", (json.dumps(fields),))
     conn.commit()
     conn.close()

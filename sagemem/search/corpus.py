@@ -48,13 +48,31 @@ FIELD_WEIGHTS = (("description", 3), ("name", 2), ("aliases", 2), ("tags", 1), (
 MERGE_CONFLICT = "merge-conflict"
 _HEADING = re.compile(r"^#{1,6}\s")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# A list item's first line (`- x`, `* x`, `+ x`, `1. x`, `2) x`), indented at most three
+# spaces (more is code in Markdown); a table row, and the rule under a table's header row.
+_ITEM = re.compile(r"^ {0,3}(?:[-*+]|\d{1,9}[.)])[ \t]+\S")
+_ROW = re.compile(r"^ {0,3}\|")
+_RULE = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+LEAD_LINES = 2  # the lead of a list or table: at most its last two lines
 
 
 class Paragraph(NamedTuple):
-    """A body paragraph: lines `start`..`end` of the file (1-based, inclusive)."""
+    """A retrieval unit: lines `start`..`end` of the file (1-based, inclusive). A list item
+    or a table row also names its context, shown and searched with it: the line of the
+    heading it is under (`heading`) and the lines that lead into its list or table
+    (`lead`..`lead_end`: a lead-in such as "Steps:", a table's header row); 0 for none."""
 
     start: int
     end: int
+    heading: int = 0
+    lead: int = 0
+    lead_end: int = 0
+
+    @property
+    def context(self) -> tuple[int, ...]:
+        """The context's line numbers, in order."""
+        lead = range(self.lead, self.lead_end + 1) if self.lead else range(0)
+        return tuple(n for n in (self.heading, *lead) if n)
 
 
 class Entry(NamedTuple):
@@ -273,31 +291,124 @@ def split_paragraphs(body: str, first_line: int) -> list[tuple[int, int, str]]:
     Blank lines separate paragraphs; a heading starts a new one and belongs to the text under
     it (blank lines between them included); a fenced code block is never split.
     """
-    found: list[tuple[int, int, str]] = []
-    lines: list[str] = []
-    start = end = first_line
+    found = _paragraphs(body, first_line)
+    return [(rows[0].number, rows[-1].number, "\n".join(r.text for r in rows)) for rows in found]
+
+
+class _Row(NamedTuple):
+    number: int
+    text: str
+    fenced: bool  # a line of a fenced code block, its fences included
+
+
+def _paragraphs(body: str, first_line: int) -> list[list[_Row]]:
+    """Each paragraph's lines (see `split_paragraphs`), blank ones left out."""
+    found: list[list[_Row]] = []
+    rows: list[_Row] = []
     heading_only = in_fence = False
     for number, raw in enumerate(split_lines(body), first_line):
         line = raw.rstrip("\r\n")
         if not line.strip() and not in_fence:
-            if lines and not heading_only:
-                found.append((start, end, "\n".join(lines)))
-                lines = []
+            if rows and not heading_only:
+                found.append(rows)
+                rows = []
             continue
         heading = not in_fence and _HEADING.match(line) is not None
-        if heading and lines and not heading_only:
-            found.append((start, end, "\n".join(lines)))
-            lines = []
-        if not lines:
-            start = number
-        lines.append(line)
-        end = number
+        if heading and rows and not heading_only:
+            found.append(rows)
+            rows = []
+        fence = _FENCE.match(line) is not None
+        rows.append(_Row(number, line, in_fence or fence))
         heading_only = heading or (heading_only and not line.strip())
-        if _FENCE.match(line):
+        if fence:
             in_fence = not in_fence
-    if lines:
-        found.append((start, end, "\n".join(lines)))
+    if rows:
+        found.append(rows)
     return found
+
+
+def split_units(body: str, first_line: int) -> list[tuple[Paragraph, str]]:
+    """The retrieval units of `body`, each with the text it is searched by.
+
+    A paragraph (`split_paragraphs`) is a unit, except a list of two or more items, or a
+    table: then each item (with its indented lines and sub-items) and each row is one, with
+    its context: the heading it is under and the lead of its list (the paragraph's lines
+    before the first item, at most `LEAD_LINES`, or a paragraph ending in a colon just before
+    a list whose items are paragraphs of their own), or its table's lead and header row. A
+    question about one step of a ten-step runbook then gets that step and where it stands,
+    not the whole list.
+    """
+    found: list[tuple[Paragraph, str]] = []
+    heading: _Row | None = None  # the last heading seen
+    loose: list[_Row] = []  # the lead of a list whose items are paragraphs of their own
+
+    def unit(items: list[_Row], lead: list[_Row]) -> tuple[Paragraph, str]:
+        above = heading if heading is not None and heading.number < (lead or items)[0].number else None
+        context = ([above] if above else []) + lead
+        place = Paragraph(
+            items[0].number,
+            items[-1].number,
+            above.number if above else 0,
+            lead[0].number if lead else 0,
+            lead[-1].number if lead else 0,
+        )
+        return place, "\n".join(r.text for r in context + items)
+
+    for rows in _paragraphs(body, first_line):
+        top = 0
+        while top < len(rows) and not rows[top].fenced and _HEADING.match(rows[top].text):
+            heading, top = rows[top], top + 1
+        parts = _list(rows, top) or _table(rows, top)
+        if parts is None:
+            if top == 0 and loose and _ITEM.match(rows[0].text):  # an item of a loose list
+                found.append(unit(rows, loose))
+                continue
+            found.append((Paragraph(rows[0].number, rows[-1].number), "\n".join(r.text for r in rows)))
+            last = rows[-1]
+            loose = [last] if last.text.rstrip().endswith((":", "：")) and not last.fenced else []
+            continue
+        lead, spans = parts
+        if not lead and top == 0 and loose:
+            lead = loose
+        found += [unit(rows[a : b + 1], lead) for a, b in spans]
+        loose = lead if _ITEM.match(rows[spans[-1][0]].text) and not rows[-1].fenced else []
+    return found
+
+
+def _list(rows: list[_Row], top: int) -> tuple[list[_Row], list[tuple[int, int]]] | None:
+    """A list in `rows` from row `top` on: its lead's rows (the last `LEAD_LINES` before the
+    first item), and each item's first and last row index; None when there are fewer than
+    two items. Every row after the first item belongs to an item: one indented more than the
+    items' markers, a sub-item or a code block, to the item above it."""
+    first = next((i for i in range(top, len(rows)) if _ITEM.match(rows[i].text) and not rows[i].fenced), None)
+    if first is None or any(r.fenced for r in rows[top:first]):
+        return None
+    indent = _indent(rows[first].text)
+    starts = [
+        i
+        for i in range(first, len(rows))
+        if not rows[i].fenced and _ITEM.match(rows[i].text) and _indent(rows[i].text) <= indent
+    ]
+    if len(starts) < 2:
+        return None
+    spans = [(a, b - 1) for a, b in zip(starts, [*starts[1:], len(rows)], strict=True)]
+    return rows[max(top, first - LEAD_LINES) : first], spans
+
+
+def _table(rows: list[_Row], top: int) -> tuple[list[_Row], list[tuple[int, int]]] | None:
+    """A table in `rows` from row `top` on: its lead (the last `LEAD_LINES` before it) with
+    its header row and rule, and each further row's index; None when the rows are no table
+    (a header row, a rule such as `|---|:--:|`, one row or more, and nothing after them)."""
+    first = next((i for i in range(top, len(rows)) if _ROW.match(rows[i].text)), None)
+    if first is None or first + 2 >= len(rows) or not _RULE.match(rows[first + 1].text):
+        return None
+    if any(r.fenced for r in rows[top:]) or not all(_ROW.match(r.text) for r in rows[first + 2 :]):
+        return None
+    return rows[max(top, first - LEAD_LINES) : first + 2], [(i, i) for i in range(first + 2, len(rows))]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def build(memory: Memory, mtime: float, text: str = "", *, full: bool = True) -> tuple[Entry, Tokens]:
@@ -320,11 +431,11 @@ def build(memory: Memory, mtime: float, text: str = "", *, full: bool = True) ->
             described[token] += weight
     paragraphs, counts = [], []
     left = MAX_SEGMENTED_CHARS  # what jieba may still cut in this memory; then pairs only
-    for start, end, text in split_paragraphs(shown.body, memory.body_line):
+    for unit, text in split_units(shown.body, memory.body_line):
         tf = Counter(document_tokens(text, words=left))
         left -= len(text)
         if tf:
-            paragraphs.append(Paragraph(start, end))
+            paragraphs.append(unit)
             counts.append(dict(tf))
     body_lines = len(split_lines(memory.body))
     entry = Entry(
@@ -530,6 +641,8 @@ MAX_OFFSET = 1 << 24
 def _fields(entry: Entry) -> dict[str, Any]:
     found = entry._asdict()
     found["paragraphs"] = [[p.start, p.end] for p in entry.paragraphs]
+    if any(p.heading or p.lead for p in entry.paragraphs):
+        found["contexts"] = [[p.heading, p.lead, p.lead_end] for p in entry.paragraphs]
     found["secrets"] = [list(span) for span in entry.secrets]
     return found
 
@@ -543,9 +656,27 @@ def _entry(fields: Any) -> Entry:
         raise TypeError(f"{wrong} is {type(fields[wrong]).__name__}")
     return Entry(  # type: ignore[misc]  # `values` are the fields before these two
         *values,
-        paragraphs=tuple(itertools.starmap(Paragraph, _pairs(fields["paragraphs"], "a paragraph's lines"))),
+        paragraphs=_units(_pairs(fields["paragraphs"], "a paragraph's lines"), fields.get("contexts")),
         secrets=tuple(_pairs(fields.get("secrets", []), "a secret's place")),
     )
+
+
+def _units(lines: list[tuple[int, int]], contexts: Any) -> tuple[Paragraph, ...]:
+    """The units of an entry: their lines, and the lines of their context (each before the
+    unit it belongs to, the lead's in order), when the entry names any."""
+    if contexts is None:
+        return tuple(itertools.starmap(Paragraph, lines))
+    if type(contexts) is not list or len(contexts) != len(lines):
+        raise TypeError("contexts: one for each paragraph is expected")
+    units = []
+    for (start, end), context in zip(lines, contexts, strict=True):
+        if type(context) is not list or len(context) != 3 or not all(type(n) is int for n in context):
+            raise TypeError("a context is not three whole numbers")
+        heading, lead, lead_end = context
+        if not (0 <= heading < start and 0 <= lead <= lead_end < start and (lead or not lead_end)):
+            raise TypeError("a context is not lines before its paragraph")
+        units.append(Paragraph(start, end, heading, lead, lead_end))
+    return tuple(units)
 
 
 def _pairs(value: Any, what: str) -> list[tuple[int, int]]:

@@ -647,17 +647,25 @@ def read_snippet(
         return None
     text = data.decode("utf-8")
     every = split_lines(text)
-    first = sum(map(len, every[: start - 1]))
-    last = first + sum(map(len, every[start - 1 : end]))
+    # A list item or table row comes under its heading and lead (`- stop the deploy` under
+    # `## Rollback`, `Steps:`), with `…` where lines are left out between them.
+    unit = next((p for p in entry.paragraphs if p.start == start), None)
+    context = [n for n in unit.context if n < start and n <= len(every)] if unit else []
+    first = sum(map(len, every[: min([start, *context]) - 1]))
+    last = sum(map(len, every[:end]))
     found = [*entry.secrets, *secrets.private_keys(text, first, last)]
-    lines = split_lines(secrets.redact(text, found))[start - 1 : end] if found else every[start - 1 : end]
+    source = split_lines(secrets.redact(text, found)) if found else every
+    lines = source[start - 1 : end]
+    above = [source[n - 1].rstrip("\r\n") + "\n" for n in context]
+    if context and context[-1] + 1 < start:
+        above.append("…\n")
     while lines and not lines[0].strip():
         lines, start = lines[1:], start + 1
     while lines and not lines[-1].strip():
         lines, end = lines[:-1], end - 1
     if not lines:  # no body: the memory is its frontmatter, and its description says it all
-        start, end = 1, max(1, entry.body_start - 1)
-    body = "".join(line.rstrip("\r\n") + "\n" for line in lines)
+        start, end, above = 1, max(1, entry.body_start - 1), []
+    body = "".join(above) + "".join(line.rstrip("\r\n") + "\n" for line in lines)
     if limit is not None:  # a secret reaching into what is shown is read whole
         body = body[: limit + _SCAN_MARGIN]
     shown = secrets.shown(body)

@@ -55,10 +55,6 @@ OPENING_LINES = 6
 # question, a lead-in to a list) is shown with the paragraph after it, where the answer to
 # what it raises usually is (when that one is no longer than a memory's opening).
 SHORT_PARAGRAPH = 24
-# The gates of a search asked for on purpose (`pull`): a memory holding a tenth of the
-# query's weight in its description, a paragraph holding a fifth.
-PULL_GATE = 0.1
-PULL_BODY_GATE = 0.2
 # A word keeping at least this share of its idf (Zipf 4.5 or rarer: `deploy`, `tattoo`, a
 # name) says what a message is about; commoner ones (`process`, `towards`) hardly do.
 INFORMATIVE = 0.5
@@ -142,9 +138,11 @@ def search(
     lexicon: Lexicon | None = None,
     *,
     shared: int = 2,
+    foreign: bool = True,
 ) -> Result:
     """The ranked snippets for `query`. A paragraph of a memory stage 1 did not admit must
-    hold `shared` of the query's terms (when it has that many) besides passing `body_gate`."""
+    hold `shared` of the query's terms (when it has that many) besides passing `body_gate`.
+    `foreign` False: the informative words no memory holds do not count against a memory."""
     settings = settings or Settings()
     shelves = [Shelf("", corpus)] if isinstance(corpus, Corpus) else list(corpus)
     vocabulary = shelves[0].corpus.vocabulary if len(shelves) == 1 else _Vocabulary(shelves)
@@ -161,7 +159,7 @@ def search(
     # Which query terms a document holds comes back as a bit mask, bit i for the i-th term.
     bits = {term: 1 << i for i, term in enumerate(weights)}
     informative = sum(bits[term] for term in terms if general.get(term, 1.0) >= INFORMATIVE)
-    foreign = sum(1 for term in terms if bits[term] & informative and term not in vocabulary)
+    unheld = sum(1 for term in terms if bits[term] & informative and term not in vocabulary) if foreign else 0
 
     def entry(key: tuple[int, int]) -> Entry:
         return shelves[key[0]].corpus.entry(key[1])
@@ -177,7 +175,7 @@ def search(
         for doc, (score, held, _, which) in index.scores(described).items():
             holds[(i, doc)] = which
             share = held / described_mass if described_mass else 0.0
-            if share >= settings.gate and (foreign < 2 or (which & informative).bit_count() >= 2):
+            if share >= settings.gate and (unheld < 2 or (which & informative).bit_count() >= 2):
                 admitted.append((score, share, (i, doc), which))
     admitted.sort(key=lambda a: -a[0])
     if len(admitted) > settings.candidates:  # names break ties, so keep every tie at the edge
@@ -219,7 +217,7 @@ def search(
                 owner not in chosen
                 and both != which
                 and which & informative
-                and (foreign < 2 or (both & informative).bit_count() >= 2)
+                and (unheld < 2 or (both & informative).bit_count() >= 2)
             ):
                 cover, count = weighed(both), both.bit_count()
             if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
@@ -280,24 +278,22 @@ def pull(
     settings: Settings | None = None,
     lexicon: Lexicon | None = None,
 ) -> Result:
-    """A search asked for on purpose (a person, or the model through MCP): the injection's
-    ranking with its gates lowered, so weak matches come back too, each hit marked `strong`
-    when the injection itself would give it. Injection is unasked and must stay silent on
-    noise; a question asked on purpose wants candidates and their scores, to judge."""
+    """A search asked for on purpose (a person, or the model through MCP): what the injection
+    would give first, marked `strong`, then every other unit that holds a word of the query,
+    best first. Injection is unasked and must stay silent on noise; a question asked on
+    purpose wants the best there is, to judge, and gets nothing only when no memory holds
+    any of its words."""
     settings = settings or Settings()
     strict = search(corpus, query, settings, lexicon)
     lenient = settings._replace(
-        gate=min(settings.gate, PULL_GATE),
-        body_gate=min(settings.body_gate, PULL_BODY_GATE),
+        gate=0.0,
+        body_gate=0.0,
         cut=0.0,
         candidates=max(settings.candidates, settings.limit),
         min_query_chars=1,
     )
-    # One shared word is enough here: `Istio` alone, in a paragraph no description leads to.
-    found = search(corpus, query, lenient, lexicon, shared=1)
+    found = search(corpus, query, lenient, lexicon, shared=1, foreign=False)
 
-    # What passes the injection's gates first, in its order, then the weaker matches: a
-    # search asked for never gives less of the relevant text than the injection would.
     def shown(hit: Hit) -> bool:
         return any(s.file == hit.file and s.start <= hit.start <= s.end for s in strict.ranked)
 
