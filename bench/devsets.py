@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -272,7 +271,6 @@ def main() -> None:
         raise SystemExit(f"unknown set(s): {', '.join(unknown)}; known: {', '.join(LOADERS)}")
     if any(n in HELD_OUT for n in names) and not args.held_out:
         raise SystemExit("locomo-41 is held back: pass --held-out to run it")
-    os.environ.setdefault("SAGEMEM_DEBUG", "")
     rows = list(run(names, args.shared, args.mode, Settings()))
     table = summary(rows)
     show(table)

@@ -63,6 +63,8 @@ def test_a_duplicate_new_says_so_and_its_advice_closes_it(project: Path, keep: s
     [record] = json.loads(sagemem(project, "conflicts", "list", "--json").stdout)
     assert record["kind"] == "duplicate" and "--keep disk" in record["to_close"]
     assert "--keep disk" in sagemem(project, "conflicts", "show", record["id"]).stdout
+    shown = json.loads(sagemem(project, "conflicts", "show", record["id"], "--json").stdout)
+    assert shown["kind"] == "duplicate" and shown["to_close"] == record["to_close"]
 
     done = sagemem(project, *advised[keep][1:])
     assert done.returncode == 0, done.stderr

@@ -114,6 +114,14 @@ def test_a_detail_of_a_long_list_comes_as_that_item_under_its_heading(tmp_path: 
     assert "Spinnaker" not in text and "archive the incident channel" not in text  # not the list
 
 
+def test_only_lines_left_out_are_marked_not_a_blank_one(tmp_path: Path) -> None:
+    hosts = "---\ndescription: Where the workers run\ntype: project\n---\n\n## Hosts\n\n"
+    hosts += "- alpha worker runs on p1, restarted nightly by cron at two\n- beta worker runs on s1\n"
+    store = make(tmp_path / "m", {"project_hosts.md": hosts})
+    assert "## Hosts\n- alpha worker" in store.inject("where does the alpha worker run?").text
+    assert "## Hosts\n…\n- beta worker" in store.inject("where does the beta worker run?").text
+
+
 def test_a_table_row_comes_with_its_header_row(tmp_path: Path) -> None:
     store = make(tmp_path / "m", {"project_rollback.md": RUNBOOK})
     text = store.inject("which host does the billing staging env run on?").text
@@ -133,11 +141,16 @@ def test_contexts_survive_the_index_and_a_forged_one_is_refused(tmp_path: Path) 
     (raw,) = conn.execute("SELECT entry FROM files WHERE name = 'project_rollback.md'").fetchone()
     fields = json.loads(raw)
     assert len(fields["contexts"]) == len(fields["paragraphs"])
+    sound = fields["contexts"][-1]
     fields["contexts"][-1] = [999, 0, 0]  # a heading after its row
     conn.execute("UPDATE files SET entry = ? WHERE name = 'project_rollback.md'", (json.dumps(fields),))
     conn.commit()
     conn.close()
-    assert store.inject("which host does the billing staging env run on?").text == first  # built again
+    assert store.inject("which host does the billing staging env run on?").text == first
+    conn = sqlite3.connect(db)
+    (raw,) = conn.execute("SELECT entry FROM files WHERE name = 'project_rollback.md'").fetchone()
+    conn.close()
+    assert json.loads(raw)["contexts"][-1] == sound  # refused, and the index built again
 
 
 def test_a_list_of_conversation_turns_gives_turns_not_the_session(tmp_path: Path) -> None:

@@ -583,7 +583,7 @@ def conflicts_show(ctx: _Context, conflict_id: str, as_json: bool) -> None:
     store, cid = _conflict_store(ctx, conflict_id)
     c = store.conflict(cid)
     if as_json:
-        return _print_json(_redacted(c.to_dict()))
+        return _print_json(_redacted({**c.to_dict(), "to_close": None if c.resolution else c.ending()}))
     for key, value in _conflict_summary(c).items():
         say(f"{key + ':':<18}{value if value is not None else '-'}")
     say("")

@@ -358,7 +358,8 @@ def split_units(body: str, first_line: int) -> list[tuple[Paragraph, str]]:
         top = 0
         while top < len(rows) and not rows[top].fenced and _HEADING.match(rows[top].text):
             heading, top = rows[top], top + 1
-        parts = _list(rows, top) or _table(rows, top)
+        listed = _list(rows, top)
+        parts = listed or _table(rows, top)
         if parts is None:
             if top == 0 and loose and _ITEM.match(rows[0].text):  # an item of a loose list
                 found.append(unit(rows, loose))
@@ -371,7 +372,7 @@ def split_units(body: str, first_line: int) -> list[tuple[Paragraph, str]]:
         if not lead and top == 0 and loose:
             lead = loose
         found += [unit(rows[a : b + 1], lead) for a, b in spans]
-        loose = lead if _ITEM.match(rows[spans[-1][0]].text) and not rows[-1].fenced else []
+        loose = lead if listed and not rows[-1].fenced else []
     return found
 
 

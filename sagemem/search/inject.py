@@ -657,8 +657,8 @@ def read_snippet(
     source = split_lines(secrets.redact(text, found)) if found else every
     lines = source[start - 1 : end]
     above = [source[n - 1].rstrip("\r\n") + "\n" for n in context]
-    if context and context[-1] + 1 < start:
-        above.append("…\n")
+    if context and any(line.strip() for line in source[context[-1] : start - 1]):
+        above.append("…\n")  # lines left out between the context and the unit
     while lines and not lines[0].strip():
         lines, start = lines[1:], start + 1
     while lines and not lines[-1].strip():

@@ -123,7 +123,7 @@ class VersionConflict(SagememError):
                 f"Conflict {conflict_id} stays open, and now compares with the file as it is: look "
                 f"again with `sagemem conflicts show {conflict_id}`, then resolve it"
             )
-        elif kept and expected is None:
+        elif kept and self.taken:
             # A name taken: the text is kept, and the person is told how the record ends.
             head, what = "duplicate name:", "a memory of that name exists already"
             resolve = f"sagemem conflicts resolve {conflict_id}"
@@ -139,3 +139,8 @@ class VersionConflict(SagememError):
         super().__init__(
             f"{file}: {head} {what}; nothing was written. {fate}" + (f" ({note})" if note else "")
         )
+
+    @property
+    def taken(self) -> bool:
+        """A new memory was refused because its name is taken."""
+        return self.expected is None and self.actual is not None

@@ -28,7 +28,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -404,8 +404,7 @@ def _rebase(state_dir: Path, conflict: Conflict, actual: str | None, disk: bytes
     `actual`): a resolution then writes over what the person saw last, never over an edit they
     did not see. The record keeps its id, so it stays the one conflict."""
     record = _open_record(state_dir, conflict.id)
-    moved = Conflict(**{**conflict.__dict__, "disk_version": actual, "disk": disk})
-    write_atomic(record, _dump(moved))
+    write_atomic(record, _dump(replace(conflict, disk_version=actual, disk=disk)))
 
 
 def redact_conflicts(
