@@ -238,7 +238,8 @@ async def test_remember_update_and_list_as_an_agent_uses_them(store: MemoryStore
             {"type": "project", "name": "studio lease", "description": "Another lease", "body": "x"},
         )
         said = taken.content[0].text  # a name taken: what to do now, and how the person closes it
-        assert taken.is_error and "duplicate name" in said and "Choose another name" in said
+        assert taken.is_error and "duplicate name" in said
+        assert "replaces the existing memory with it. Choose another name" in said  # a sentence of its own
         assert "conflicts resolve" in said and store.conflicts()[-1].kind == "duplicate"
         listed = data(await client.call_tool("memory_list", {"type": "project"}))
         assert {m["file"] for m in listed} >= {"project_studio_lease.md", "project_studio_opening.md"}

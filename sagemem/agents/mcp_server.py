@@ -343,7 +343,7 @@ def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
         return function(*args, **kwargs)
     except VersionConflict as exc:
         # A name taken: the model can act on that at once, whatever the person settles later.
-        hint = " Choose another name, or memory_read that memory and memory_update it." if exc.taken else ""
+        hint = ". Choose another name, or memory_read that memory and memory_update it." if exc.taken else ""
         raise ToolError(f"version_conflict: {exc}{hint} [conflict_id={exc.conflict_id}]") from None
     except SagememError as exc:
         raise ToolError(str(exc)) from None
