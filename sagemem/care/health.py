@@ -42,6 +42,7 @@ CHECKS = {
     "type-mismatch": "type differs from the file-name prefix",
     "crlf": "CRLF line endings",
     "hash-comment": "unquoted ' #' in a frontmatter value: YAML drops the rest as a comment",
+    "unquoted-colon": "unquoted ': ' in a frontmatter value: read as text, refused by strict YAML tools",
     "future-updated": "`updated:` in the future",
     "broken-link": "[[link]] to no memory",
     "archived-link": "[[link]] to an archived memory",
@@ -284,6 +285,17 @@ def _file(
                         number,
                     )
                 )
+        found += [
+            Finding(
+                "unquoted-colon",
+                file,
+                "a ': ' inside an unquoted value: sagemem and Claude Code read it as text, strict YAML "
+                "tools refuse the file; quote the value",
+                number + 2,
+                severity="hint",
+            )
+            for number in frontmatter.unquoted(parts.matter)
+        ]
         if memory.type and memory.type not in TYPES:
             found.append(
                 Finding(

@@ -80,9 +80,61 @@ def split(text: str, file: str) -> Parts:
 
 
 def parse(matter: str, file: str) -> dict[str, Any]:
-    """The YAML mapping in `matter`; `InvalidMemory` names the rule it breaks."""
+    """The YAML mapping in `matter`; `InvalidMemory` names the rule it breaks.
+
+    A top-level value with a `: ` in it (`description: Deploy flow: how code reaches prod`)
+    is not YAML, yet it is how people and agents write a sentence, and Claude Code reads it
+    as text. Such values are read as the text they hold (`unquoted`); anything else that
+    strict YAML refuses stays refused."""
     if len(matter.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
         raise InvalidMemory(file, f"frontmatter is larger than {MAX_FRONTMATTER_BYTES // 1024} KiB")
+    try:
+        return _load(matter, file)
+    except InvalidMemory:
+        mended = _quoted(matter)
+        if mended == matter:
+            raise
+    return _load(mended, file)  # lines are as they were: an error still names the right one
+
+
+def unquoted(matter: str) -> list[int]:
+    """The 0-based lines of `matter` whose value `parse` reads as text although strict YAML
+    refuses it (a `: ` inside an unquoted value)."""
+    try:
+        _load(matter, "")
+        return []
+    except InvalidMemory:
+        pass
+    lines = split_lines(matter)
+    return [i for i, line in enumerate(lines) if _quoted_line(line) != line]
+
+
+def _quoted(matter: str) -> str:
+    return "".join(_quoted_line(line) for line in split_lines(matter))
+
+
+# `key: value` at the start of a line, with a plain key and a value that is no YAML
+# construct of its own: no quote, flow collection, block scalar, anchor, tag or comment.
+_PLAIN_VALUE = re.compile(
+    r"""^(?P<key>[A-Za-z_][\w.-]*):[ \t]+(?P<value>[^\s"'\[{|>&*!%@`#][^\r\n]*?)[ \t]*(?P<eol>\r?\n|)$"""
+)
+
+
+def _quoted_line(line: str) -> str:
+    """`line` with its value in double quotes, when the value holds a `: ` that makes the
+    line unreadable on its own; else `line` as it is."""
+    found = _PLAIN_VALUE.match(line)
+    if not found or ": " not in found["value"] and not found["value"].endswith(":"):
+        return line
+    try:
+        yaml.load(line, Loader=_FastLoader)  # noqa: S506 - a safe loader
+        return line
+    except yaml.YAMLError:
+        pass
+    return render_key(found["key"], found["value"]).removesuffix("\n") + found["eol"]
+
+
+def _load(matter: str, file: str) -> dict[str, Any]:
     try:
         # Aliases are refused before anything is built, so a 'billion laughs' block cannot
         # expand; the parser's events show them without building anything. One loader does
