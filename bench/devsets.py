@@ -58,6 +58,7 @@ class Message:
     kind: str
     lang: str
     score: Callable[[str, list[Any]], dict[str, Any]] | None
+    gold: tuple[str, ...] = ()  # the files that answer it
 
 
 @dataclass
@@ -92,7 +93,14 @@ def fixtures_set(_shared: Path, _work: Path) -> DevSet:
 
         kind = "off-topic" if not gold else str(q.get("kind", ""))
         found.messages.append(
-            Message(str(q.get("id", n)), q["query"], kind, str(q.get("lang", "")), score if gold else None)
+            Message(
+                str(q.get("id", n)),
+                q["query"],
+                kind,
+                str(q.get("lang", "")),
+                score if gold else None,
+                tuple(gold),
+            )
         )
     return found
 
@@ -124,7 +132,8 @@ def probe_set(shared: Path, work: Path) -> DevSet:
             every = [any(g.hit(s) for s in snips) or g.text_in(whole) for g in golds]
             return {"recall": sum(top) / len(golds), "any": any(every)}
 
-        found.messages.append(Message(q["id"], q["query"], q["kind"], q["lang"], score))
+        files = tuple(dict.fromkeys(g["file"] for g in q["gold"]))
+        found.messages.append(Message(q["id"], q["query"], q["kind"], q["lang"], score, files))
     for q in _jsonl(out / "offtopic.jsonl"):
         found.messages.append(Message(q["id"], q["query"], "off-topic", q["lang"], None))
     return found
@@ -151,7 +160,8 @@ def bench_set(folder: str, name: str) -> Callable[[Path, Path], DevSet]:
             kind = categories.get(category, category)
             if kind == "adversarial":
                 kind = "adversarial (cat 5)"
-            found.messages.append(Message(q["id"], q["query"], kind, bench.lang, score))
+            files = tuple(q.get("gold_files") or [q["gold_file"]])
+            found.messages.append(Message(q["id"], q["query"], kind, bench.lang, score, files))
         return found
 
     return load

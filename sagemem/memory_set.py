@@ -168,7 +168,7 @@ class MemorySet:
         if limit is not None:
             settings = settings._replace(limit=max(1, limit))
         live = self._live()
-        find = retrieve.pull if pull else retrieve.search
+        find = retrieve.pull if pull else retrieve.recall
 
         def work(corpora: list[corpus_module.Corpus]) -> retrieve.Result:
             shelves = [retrieve.Shelf(self._shelf(s), c) for s, c in zip(live, corpora, strict=True)]

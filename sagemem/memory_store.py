@@ -306,22 +306,24 @@ class MemoryStore(Directory):
         return corpus_module.load(self.memory_dir, self.state_dir, progress=self.progress)
 
     def search(
-        self, query: str, *, limit: int | None = None, corpus: Corpus | None = None
+        self, query: str, *, limit: int | None = None, corpus: Corpus | None = None, pull: bool = False
     ) -> retrieve.Result:
-        """Ranked snippets for `query`; no session, nothing recorded. A long-running caller
-        may pass the corpus it keeps warm."""
+        """What the injection gives for `query` (`retrieve.recall`), or with `pull` every match,
+        those it gives marked `strong` (`retrieve.pull`); no session, nothing recorded. A
+        long-running caller may pass the corpus it keeps warm."""
         settings = self.settings()
         if limit is not None:
             settings = settings._replace(limit=max(1, limit))
+        find = retrieve.pull if pull else retrieve.recall
         with lexicon.opened() as words:
             if corpus is not None:
-                return retrieve.search(corpus, query, settings, words)
+                return find(corpus, query, settings, words)
             self._require()
             # Results carry their entries: nothing reads the corpus once the search is done.
             return corpus_module.using(
                 self.memory_dir,
                 self.state_dir,
-                lambda own: retrieve.search(own, query, settings, words),
+                lambda own: find(own, query, settings, words),
                 progress=self.progress,
             )
 

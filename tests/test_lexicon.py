@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
-from sagemem.search import lexicon, retrieve
+from sagemem.search import lexicon
 from sagemem.search.tokenize import stem
 
 from .memories import make
@@ -130,9 +130,10 @@ def test_two_foreign_informative_words_outweigh_one_shared_word(
         files[f"project_note_{i}.md"] = f"{head}\n{word} runs daily.\n"
     store = make(tmp_path / "mem", files)
     query = "what did a sentry do in a medieval castle?"
-    assert found(store, query) == []
-    monkeypatch.setattr(retrieve, "INFORMATIVE", 2.0)  # no word informative: the rule is off
-    assert found(store, query) == ["reference_sentry_projects.md"]
+    result = store.search(query)
+    assert result.hits == () and result.verdict is not None
+    assert result.verdict.evidence["unheld"] == 2 and not result.verdict.inject
+    assert [h.file for h in store.search(query, pull=True).hits][:1] == ["reference_sentry_projects.md"]
 
 
 def test_one_unknown_word_beside_a_known_one_still_finds(team: MemoryStore) -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
-from sagemem.search import retrieve
 from sagemem.search.corpus import split_paragraphs
 
 from .memories import DANCE, make
@@ -121,9 +120,11 @@ def test_the_gate_keeps_out_messages_that_share_a_word(
     assert dance.search(query).hits == ()
     monkeypatch.setenv("SAGEMEM_GATE", "0")
     monkeypatch.setenv("SAGEMEM_BODY_GATE", "0")
-    assert dance.search(query).hits == ()  # its informative words no memory holds keep it out too
-    monkeypatch.setattr(retrieve, "INFORMATIVE", 2.0)  # no word informative: that rule is off
-    assert dance.search(query).hits  # the same message gets through without the gates
+    result = dance.search(query)
+    assert result.hits == ()  # its informative words no memory holds keep it out too
+    assert result.verdict is not None and result.verdict.evidence["unheld"] >= 3
+    assert "rare word(s) no memory holds" in result.verdict.why
+    assert dance.search(query, pull=True).hits  # asked for, it still gets the best there is
 
 
 def test_a_same_size_edit_with_the_mtime_put_back_is_seen(dance: MemoryStore) -> None:

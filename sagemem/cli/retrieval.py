@@ -19,7 +19,8 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
     """Ranked snippets for QUERY: no session, nothing recorded.
 
     Asked for on purpose, so weak matches are listed too; `*` marks the ones the hook would
-    inject unasked (`strong` in --json).
+    inject unasked (`strong` in --json), and the last line says why it would or would not
+    (`why` in --json).
 
     \b
     Example:
@@ -29,6 +30,7 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
 
     memories = ctx.memory_set
     result = memories.search(query, limit=limit, pull=True)
+    why = result.verdict.why if result.verdict else ""  # the injection's decision, in one line
     rows = []
     for hit in result.hits:
         snippet = read_snippet(memories.snippet_dir(hit), hit.entry, hit.start, hit.end)
@@ -46,6 +48,7 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
                     "description": h.description,
                     "version": h.version,
                     "snippet": text,
+                    "why": why,
                 }
                 for h, text in rows
             ]
@@ -55,6 +58,8 @@ def search(ctx: _Context, query: str, limit: int | None, as_json: bool) -> None:
         say(f"{mark} {hit.file}:{hit.start}-{hit.end}  {hit.score:.2f}  {hit.description}")
         for line in text.splitlines()[:3]:
             say(f"    {line}")
+    if rows:
+        say(f"({why})")
 
 
 def _session(value: str | None) -> str | None:

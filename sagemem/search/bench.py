@@ -226,12 +226,13 @@ def run(
 
 
 def _in_process(folders: list[Path], queries: list[str], repeat: int) -> Timing:
-    """Search on open indexes, each query once as a fresh call: its terms are fetched from
-    the index, not from what an earlier query left in memory."""
+    """What the hook does on open indexes (the candidates and the decision, `recall`), each
+    query once as a fresh call: its terms are fetched from the index, not from what an
+    earlier query left in memory."""
     from ..store.config import Settings
     from . import lexicon
     from .corpus import load
-    from .retrieve import Shelf, search
+    from .retrieve import Shelf, recall
 
     settings = Settings()
     times = []
@@ -240,7 +241,7 @@ def _in_process(folders: list[Path], queries: list[str], repeat: int) -> Timing:
         shelves = [Shelf(f"s{n}" if len(folders) > 1 else "", c) for n, c in enumerate(corpora)]
         started = time.perf_counter()
         with lexicon.opened() as words:
-            search(shelves, queries[i % len(queries)], settings, words)
+            recall(shelves, queries[i % len(queries)], settings, words)
         times.append(time.perf_counter() - started)
         for corpus in corpora:
             corpus.close()

@@ -49,7 +49,7 @@ from ..store.errors import SagememError
 from ..store.files import read_bytes, safe_folder
 from ..store.names import is_memory_name
 
-FORMAT = 11
+FORMAT = 12  # 12: a frontmatter value with ": " in it is read (such files were unreadable)
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 
 DEAD = 0xFFFFFFFF  # a free paragraph id

@@ -231,7 +231,7 @@ def inject_set(
     # A thank-you is no question: nothing is searched for it (a session's start still gets
     # its baseline).
     with lexicon.opened(deadline) as words:
-        result = retrieve.search(shelves, "" if acknowledges(query) else query, settings, words)
+        result = retrieve.recall(shelves, "" if acknowledges(query) else query, settings, words)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
     if not settings.lang and not query.strip():  # a session's start: the memories' language
         from .rules import describes_lang
@@ -454,6 +454,7 @@ class _Plan:
         diagnostics = {
             "scanned": self.result.scanned,
             "terms": list(self.result.terms),
+            "decision": self.result.verdict.why if self.result.verdict else "",
             "candidates": [[h.file, h.start, round(h.score, 3), h.stage] for h in self.result.ranked],
             "held_back": [[h.file, round(h.score, 3)] for h in held],
             "injected": [f"{s.file}:{s.start}-{s.end}" for s in snippets],

@@ -45,6 +45,7 @@ from ..store.config import Settings
 from ..store.names import name_key
 from .bm25 import Index
 from .corpus import Corpus, Entry, shown
+from .decide import Verdict, judge
 from .tokenize import query_tokens
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ SHORT_PARAGRAPH = 24
 # A word keeping at least this share of its idf (Zipf 4.5 or rarer: `deploy`, `tattoo`, a
 # name) says what a message is about; commoner ones (`process`, `towards`) hardly do.
 INFORMATIVE = 0.5
+# A search with no gates ranks at most this many memories past the limit: it matches
+# hundreds in a large directory, and only the first few are ever shown or judged.
+KEEP = 10
 
 
 class Hit(NamedTuple):
@@ -74,6 +78,8 @@ class Hit(NamedTuple):
     strong: bool = True  # passes the injection's gates and cut (a pull search also returns weaker hits)
     short: bool = False  # a paragraph of a sentence or two: shown with the one after it
     own_end: int = 0  # where the matched paragraph ends, when `end` takes in the one after it
+    bm25: float = 0.0  # the paragraph's own BM25 score (0 for a memory's opening lines)
+    held: int = 0  # which query terms the paragraph and its memory's description hold (`Query.bits`)
 
     @property
     def description(self) -> str:
@@ -83,6 +89,26 @@ class Hit(NamedTuple):
     @property
     def version(self) -> str:
         return self.entry.version
+
+
+class Query(NamedTuple):
+    """A message as the search saw it: its terms, what each weighs (idf times its weight in
+    the language), its weight in the language alone, and which of them are informative and
+    which no memory holds. Bit i of a mask stands for the i-th term of `weights`."""
+
+    terms: tuple[str, ...]
+    weights: Mapping[str, float]
+    general: Mapping[str, float]
+    informative: int
+    unheld: int  # informative terms that no memory holds
+    rarest: float = 1.0  # the idf of a term that one unit holds: what weights are measured in
+
+    def bit(self, term: str) -> int:
+        return 1 << list(self.weights).index(term)
+
+    def held(self, mask: int) -> list[str]:
+        """The terms in `mask`."""
+        return [term for i, term in enumerate(self.weights) if mask >> i & 1]
 
 
 class Result(NamedTuple):
@@ -96,6 +122,8 @@ class Result(NamedTuple):
     terms: tuple[str, ...]
     scanned: int
     limit: int
+    query: Query | None = None
+    verdict: Verdict | None = None  # the injection's decision (`recall`, `pull`)
 
     def pick(self, skip: Callable[[Hit], bool] = lambda _hit: False) -> tuple[list[Hit], list[Hit]]:
         """The snippets to inject, and the memories held back: not shown, not already given,
@@ -139,10 +167,12 @@ def search(
     *,
     shared: int = 2,
     foreign: bool = True,
+    keep: int = 0,
 ) -> Result:
     """The ranked snippets for `query`. A paragraph of a memory stage 1 did not admit must
     hold `shared` of the query's terms (when it has that many) besides passing `body_gate`.
-    `foreign` False: the informative words no memory holds do not count against a memory."""
+    `foreign` False: the informative words no memory holds do not count against a memory.
+    `keep`: rank this many memories at most (0: all of them)."""
     settings = settings or Settings()
     shelves = [Shelf("", corpus)] if isinstance(corpus, Corpus) else list(corpus)
     vocabulary = shelves[0].corpus.vocabulary if len(shelves) == 1 else _Vocabulary(shelves)
@@ -159,7 +189,13 @@ def search(
     # Which query terms a document holds comes back as a bit mask, bit i for the i-th term.
     bits = {term: 1 << i for i, term in enumerate(weights)}
     informative = sum(bits[term] for term in terms if general.get(term, 1.0) >= INFORMATIVE)
-    unheld = sum(1 for term in terms if bits[term] & informative and term not in vocabulary) if foreign else 0
+    foreign_words = sum(1 for term in terms if bits[term] & informative and term not in vocabulary)
+    unheld = foreign_words if foreign else 0
+    units = sum(shelf.corpus.paragraphs.documents for shelf in shelves)
+    rarest = math.log(1 + (units - 0.5) / 1.5) if units > 1 else 1.0
+    asked = Query(
+        terms, weights, {t: general.get(t, 1.0) for t in weights}, informative, foreign_words, rarest
+    )
 
     def entry(key: tuple[int, int]) -> Entry:
         return shelves[key[0]].corpus.entry(key[1])
@@ -195,6 +231,7 @@ def search(
     least = min(shared, len(terms))
     found: dict[tuple[int, int], list[tuple[float, int, int, float, int]]] = {}
     short: set[tuple[tuple[int, int], int]] = set()  # (memory, first line) of short paragraphs
+    evidence: dict[tuple[tuple[int, int], int], tuple[float, int]] = {}  # its BM25, the terms it holds
     shares: dict[int, float] = {}
 
     def weighed(which: int) -> float:
@@ -223,11 +260,15 @@ def search(
             if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
                 place = (score, corpus_i.starts[pid], corpus_i.ends[pid], cover, which)
                 found.setdefault(owner, []).append(place)
+                evidence[(owner, corpus_i.starts[pid])] = (score, which | holds.get(owner, 0))
                 if index.lengths[pid] < SHORT_PARAGRAPH:
                     short.add((owner, corpus_i.starts[pid]))
 
     def hit(key: tuple[int, int], at: Entry, start: int, end: int, score: float, stage: str) -> Hit:
-        found = Hit(named(key, at), start, end, score, stage, at, scope=shelves[key[0]].scope)
+        bm25, held = evidence.get((key, start), (0.0, holds.get(key, 0)))
+        found = Hit(
+            named(key, at), start, end, score, stage, at, scope=shelves[key[0]].scope, bm25=bm25, held=held
+        )
         return found._replace(short=True) if (key, start) in short else found
 
     def adds(which: int, described: int) -> float:
@@ -236,8 +277,11 @@ def search(
         held = sum(w for term, w in weights.items() if bits[term] & which & ~described)
         return held / rest if rest else 0.0
 
+    kept = _best(chosen, found, file, shelves, keep) if keep else None
     ranked: list[list[Hit]] = []
     for key, share in chosen.items():
+        if kept is not None and key not in kept:
+            continue
         at = entry(key)
         if found.get(key):
             matches = sorted(found[key], key=lambda m: (-m[0], m[1]))
@@ -254,7 +298,7 @@ def search(
             end = min(at.body_end, at.body_start + OPENING_LINES - 1)
             ranked.append([hit(key, at, at.body_start, end, share, "opening")])
     for key, matches in found.items():
-        if key not in chosen:
+        if key not in chosen and (kept is None or key in kept):
             at = entry(key)
             matches.sort(key=lambda m: (-m[0], m[1]))
             ranked.append([hit(key, at, s, e, c, "body") for _, s, e, c, _ in matches])
@@ -269,7 +313,70 @@ def search(
         key=_order,
     )
     below = [h for h in firsts if h.score < settings.cut * best]
-    return Result(tuple(passing + spares), tuple(below), terms, scanned, settings.limit)
+    return Result(tuple(passing + spares), tuple(below), terms, scanned, settings.limit, asked)
+
+
+def candidates(
+    corpus: Corpus | Sequence[Shelf],
+    query: str,
+    settings: Settings | None = None,
+    lexicon: Lexicon | None = None,
+    strict: Result | None = None,
+) -> Result:
+    """Every unit that holds a word of `query`, best first: those the gates pass, in the order
+    `search` gives them (`strict`, when the caller has it), then every other match, from a
+    search with no gates. The gates order the candidates; `decide` says whether any of them
+    is injected."""
+    settings = settings or Settings()
+    strict = strict or search(corpus, query, settings, lexicon)
+    lenient = settings._replace(
+        gate=0.0,
+        body_gate=0.0,
+        cut=0.0,
+        candidates=max(settings.candidates, settings.limit),
+        min_query_chars=1,
+    )
+    found = search(corpus, query, lenient, lexicon, shared=1, foreign=False, keep=KEEP + settings.limit)
+
+    def shown(hit: Hit) -> bool:
+        return any(s.file == hit.file and s.start <= hit.start <= s.end for s in strict.ranked)
+
+    rest = tuple(h._replace(strong=False) for h in found.ranked if not shown(h))
+    return found._replace(ranked=strict.ranked + rest, below=strict.below)
+
+
+def recall(
+    corpus: Corpus | Sequence[Shelf],
+    query: str,
+    settings: Settings | None = None,
+    lexicon: Lexicon | None = None,
+) -> Result:
+    """What the injection gives for `query`, unasked, and why (`verdict`): when the decision
+    (`decide.judge`) says the message is about the memories, what `given` takes of the
+    candidates; else nothing."""
+    settings = settings or Settings()
+    strict = search(corpus, query, settings, lexicon)
+    # What the gates pass comes first among the candidates and is what is given: the search
+    # with no gates is needed only when they pass nothing.
+    found = strict if strict.ranked else candidates(corpus, query, settings, lexicon, strict)
+    verdict = judge(found)
+    if not verdict.inject:
+        return found._replace(ranked=(), below=(), verdict=verdict)
+    return given(found, settings)._replace(verdict=verdict)
+
+
+def given(found: Result, settings: Settings) -> Result:
+    """The candidates an injection gives, once it gives any: those the gates pass, in their
+    order (they hold most of the message); when the gates pass none (a long message with one
+    clear match among words no memory holds), every candidate within `cut` of the best, the
+    others held back."""
+    gated = tuple(h for h in found.ranked if h.strong)
+    if gated:
+        return found._replace(ranked=gated)
+    best = found.ranked[0].score if found.ranked else 0.0
+    keep = tuple(h._replace(strong=True) for h in found.ranked if h.score >= settings.cut * best)
+    below = tuple(h for h in found.ranked if h.first and h.score < settings.cut * best)
+    return found._replace(ranked=keep, below=below)
 
 
 def pull(
@@ -278,27 +385,37 @@ def pull(
     settings: Settings | None = None,
     lexicon: Lexicon | None = None,
 ) -> Result:
-    """A search asked for on purpose (a person, or the model through MCP): what the injection
-    would give first, marked `strong`, then every other unit that holds a word of the query,
-    best first. Injection is unasked and must stay silent on noise; a question asked on
-    purpose wants the best there is, to judge, and gets nothing only when no memory holds
-    any of its words."""
+    """A search asked for on purpose (a person, or the model through MCP): every candidate,
+    best first, those the injection would give marked `strong`. Injection is unasked and must
+    stay silent on noise; a question asked on purpose wants the best there is, to judge, and
+    gets nothing only when no memory holds any of its words."""
     settings = settings or Settings()
-    strict = search(corpus, query, settings, lexicon)
-    lenient = settings._replace(
-        gate=0.0,
-        body_gate=0.0,
-        cut=0.0,
-        candidates=max(settings.candidates, settings.limit),
-        min_query_chars=1,
-    )
-    found = search(corpus, query, lenient, lexicon, shared=1, foreign=False)
+    found = candidates(corpus, query, settings, lexicon)
+    verdict = judge(found)
+    chosen = given(found, settings).ranked if verdict.inject else ()
+    first = {(h.file, h.start) for h in chosen}
+    marked = tuple(h._replace(strong=(h.file, h.start) in first) for h in found.ranked)
+    return found._replace(ranked=marked, verdict=verdict)
 
-    def shown(hit: Hit) -> bool:
-        return any(s.file == hit.file and s.start <= hit.start <= s.end for s in strict.ranked)
 
-    weak = tuple(h._replace(strong=False) for h in found.ranked if not shown(h))
-    return found._replace(ranked=strict.ranked + weak)
+def _best(
+    chosen: Mapping[tuple[int, int], float],
+    found: Mapping[tuple[int, int], list[tuple[float, int, int, float, int]]],
+    file: Callable[[tuple[int, int]], str],
+    shelves: Sequence[Shelf],
+    keep: int,
+) -> set[tuple[int, int]]:
+    """The `keep` memories whose best snippet ranks first, found from the index's rows alone:
+    a search with no gates matches hundreds, and only those it shows need their entries."""
+    order = []
+    for key in {**chosen, **found}:
+        matches = found.get(key)
+        top = min(matches, key=lambda m: (-m[0], m[1])) if matches else None
+        score = chosen.get(key, 0.0) + (top[3] if top else 0.0)
+        name = file(key)
+        order.append(((-score, name_key(name), name, shelves[key[0]].scope, top[1] if top else 0), key))
+    order.sort()
+    return {key for _, key in order[:keep]}
 
 
 def _widen(hits: list[Hit], skip: Callable[[Hit], bool]) -> list[Hit]:
