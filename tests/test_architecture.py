@@ -229,9 +229,9 @@ def test_the_hook_module_loads_only_store_and_search() -> None:
 # every prompt, to be weighed (`sagemem bench`) and then added here on purpose.
 PROMPT_HOOK = {
     "sagemem", "sagemem.__main__", "sagemem.agents", "sagemem.agents.hooks",
-    "sagemem.search", "sagemem.search.bm25", "sagemem.search.cache", "sagemem.search.corpus",
-    "sagemem.search.decide", "sagemem.search.fitted", "sagemem.search.inject", "sagemem.search.lexicon",
-    "sagemem.search.render",
+    "sagemem.search", "sagemem.search.bilingual", "sagemem.search.bm25", "sagemem.search.cache",
+    "sagemem.search.corpus", "sagemem.search.decide", "sagemem.search.fitted", "sagemem.search.inject",
+    "sagemem.search.lexicon", "sagemem.search.render",
     "sagemem.search.retrieve", "sagemem.search.session", "sagemem.search.tokenize",
     "sagemem.store", "sagemem.store.command", "sagemem.store.config", "sagemem.store.errors",
     "sagemem.store.files", "sagemem.store.ledger", "sagemem.store.locking", "sagemem.store.log",

@@ -114,6 +114,7 @@ EVIDENCE = st.fixed_dictionaries(
         "matched": st.integers(0, 30).map(float),
         "informative": st.integers(0, 30).map(float),
         "plain": st.floats(0.2, 1),
+        "translated": st.integers(0, 10).map(float),
         "unheld": st.integers(0, 20).map(float),
         "gated": st.sampled_from([0.0, 1.0]),
         "size": st.floats(0.5, 12),

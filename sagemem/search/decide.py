@@ -11,7 +11,10 @@ from measured evidence about the best candidate and the message:
 * `matched`: how many of the message's terms they hold; `informative`: how many of those
   are informative words (Zipf 4.5 or rarer); `plain`: how rare in the language those
   matched words are, on average (1 for a word such as `kerfuffle`, 0.2 for `say`);
-* `unheld`: how many of the message's informative words no memory holds at all;
+* `translated`: how many of the message's terms no memory holds are held through their
+  counterparts in the other language (`bilingual.py`, with the `semantic` extra);
+* `unheld`: how many of the message's informative words no memory holds at all, in either
+  language;
 * `gated`: whether the gates pass the best candidate;
 * `size`: how large the directory is, as the idf of a word one unit holds (a match among
   five memories says more than one among five thousand).
@@ -39,8 +42,9 @@ from . import fitted as model
 if TYPE_CHECKING:
     from .retrieve import Result
 
-FEATURES = ("cover", "matched", "informative", "plain", "unheld", "gated", "size")
-SIGNS = {"cover": 1, "matched": 1, "informative": 1, "plain": 1, "unheld": -1, "gated": 1, "size": -1}
+FEATURES = ("cover", "matched", "informative", "plain", "translated", "unheld", "gated", "size")
+SIGNS = {"cover": 1, "matched": 1, "informative": 1, "plain": 1, "translated": 1, "unheld": -1}
+SIGNS |= {"gated": 1, "size": -1}
 
 
 class Verdict(NamedTuple):
@@ -61,9 +65,10 @@ class Verdict(NamedTuple):
         verb, sign = ("injected", ">=") if self.inject else ("not injected", "<")
         gates = "the gates pass it" if e["gated"] else "the gates pass nothing"
         unheld = f"; {int(e['unheld'])} rare word(s) no memory holds" if e["unheld"] else ""
+        other = f", {int(e['translated'])} more in the other language" if e.get("translated") else ""
         return (
             f"{verb}: p {self.probability:.2f} {sign} {self.threshold:.2f} ({gates}); the best match "
-            f"holds {int(e['matched'])} of {self.terms} terms, {int(e['informative'])} informative, "
+            f"holds {int(e['matched'])} of {self.terms} terms{other}, {int(e['informative'])} informative, "
             f"{e['cover']:.0%} of the weight{unheld}"
         )
 
@@ -74,13 +79,16 @@ def features(found: Result) -> dict[str, float]:
     if asked is None or not found.ranked:
         return {}
     top = found.ranked[0]
-    mass = sum(asked.weights.values()) or 1.0
-    matched = asked.held(top.held)
+    mass = sum(w for term, w in asked.weights.items() if term not in asked.translated) or 1.0
+    held = asked.held(top.held)
+    matched = [term for term in held if term not in asked.translated]
+    own = top.held & sum(1 << i for i, term in enumerate(asked.weights) if term not in asked.translated)
     return {
-        "cover": sum(asked.weights[term] for term in matched) / mass,
+        "cover": min(1.0, sum(asked.weights[term] for term in held) / mass),
         "matched": float(len(matched)),
-        "informative": float((top.held & asked.informative).bit_count()),
+        "informative": float((own & asked.informative).bit_count()),
         "plain": sum(asked.general[term] for term in matched) / len(matched) if matched else 0.0,
+        "translated": float(len({asked.translated[term] for term in held if term in asked.translated})),
         "unheld": float(asked.unheld),
         "gated": float(top.strong),
         "size": asked.rarest,
@@ -99,7 +107,7 @@ def probability(evidence: dict[str, float]) -> float:
 def judge(found: Result) -> Verdict:
     """Whether to inject the candidates of `found`."""
     evidence = features(found)
-    terms = len(found.query.weights) if found.query else 0
+    terms = len(found.query.terms) if found.query else 0
     if not evidence:
         return Verdict(False, 0.0, model.THRESHOLD, {}, terms)
     p = probability(evidence)

@@ -34,6 +34,7 @@ from urllib.parse import quote
 from ..store.config import lexicon_folders
 from ..store.errors import SagememError
 from ..store.files import safe_folder
+from . import bilingual
 from .tokenize import is_chinese, normalize, stems
 
 FORMAT = 1
@@ -54,8 +55,9 @@ def weight(zipf: float) -> float:
 class Lexicon:
     """An open lexicon file: `weights(terms)` for the terms of one query."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, pairs: bilingual.Bilingual | None = None) -> None:
         self._conn = conn
+        self.bilingual = pairs
 
     def weights(self, terms: Iterable[str]) -> dict[str, float]:
         """Each listed term's weight; a term not listed weighs 1 (rare, or no word at all)."""
@@ -66,13 +68,27 @@ class Lexicon:
         rows = self._conn.execute(f"SELECT term, zipf FROM words WHERE term IN ({marks})", wanted)  # noqa: S608
         return {term: weight(zipf / 100) for term, zipf in rows if isinstance(zipf, int)}
 
+    def others(self, terms: Iterable[str]) -> dict[str, list[str]]:
+        """Each listed term's counterparts in the other language (`bilingual.py`); none
+        without the `semantic` extra."""
+        return self.bilingual.others(terms) if self.bilingual is not None else {}
+
     def close(self) -> None:
         self._conn.close()
+        if self.bilingual is not None:
+            self.bilingual.close()
 
 
 def load(path: Path) -> Lexicon | None:
     """The lexicon at `path`, read-only; None when it is missing, not a regular file, too
     large or not one sagemem wrote (the caller goes on without it)."""
+    conn = open_table(path, FORMAT)
+    return Lexicon(conn) if conn is not None else None
+
+
+def open_table(path: Path, format: int) -> sqlite3.Connection | None:
+    """A file of this machine's tables (this lexicon, `bilingual.py`'s pairs), read-only; None
+    when it is missing, not a regular file, too large or not of `format`."""
     try:
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
@@ -84,13 +100,13 @@ def load(path: Path) -> Lexicon | None:
     try:
         conn.execute("PRAGMA trusted_schema=OFF")
         row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        if row is None or row[0] != FORMAT:
+        if row is None or row[0] != format:
             conn.close()
             return None
     except sqlite3.Error:
         conn.close()
         return None
-    return Lexicon(conn)
+    return conn
 
 
 @contextlib.contextmanager
@@ -125,13 +141,25 @@ def _find(deadline: float | None) -> tuple[Path, Lexicon] | None:
     for folder in lexicon_folders():
         found = load(folder / NAME)
         if found is not None:
-            return folder, found
+            return folder, _with_pairs(found, folder, deadline)
     if deadline is not None and deadline - time.monotonic() < BUILD_SECONDS:
         return None  # the prompt hook: the next call builds it
     for folder in lexicon_folders():
         if build(folder / NAME) and (found := load(folder / NAME)) is not None:
-            return folder, found
+            return folder, _with_pairs(found, folder, deadline)
     return None
+
+
+def _with_pairs(found: Lexicon, folder: Path, deadline: float | None) -> Lexicon:
+    """The lexicon with the pairs file beside it (`bilingual.py`), built first when the
+    `semantic` extra is installed, there is none yet and the call has time for it."""
+    path = folder / bilingual.NAME
+    pairs = bilingual.load(path)
+    if pairs is None and (deadline is None or deadline - time.monotonic() >= BUILD_SECONDS):
+        if bilingual.source() is not None and bilingual.build(path):
+            pairs = bilingual.load(path)
+    found.bilingual = pairs
+    return found
 
 
 def build(path: Path) -> bool:

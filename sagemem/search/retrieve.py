@@ -38,7 +38,7 @@ more than one scope, a hit's `file` is named with its scope (`user:user_profile.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..store.config import Settings
@@ -59,6 +59,10 @@ SHORT_PARAGRAPH = 24
 # A word keeping at least this share of its idf (Zipf 4.5 or rarer: `deploy`, `tattoo`, a
 # name) says what a message is about; commoner ones (`process`, `towards`) hardly do.
 INFORMATIVE = 0.5
+# A word of the other language that stands for a query term no memory holds weighs this
+# share of it, and at most this many stand for one term (`bilingual.py`).
+TRANSLATED = 0.5
+COUNTERPARTS = 3
 # A search with no gates ranks at most this many memories past the limit: it matches
 # hundreds in a large directory, and only the first few are ever shown or judged.
 KEEP = 10
@@ -102,6 +106,7 @@ class Query(NamedTuple):
     informative: int
     unheld: int  # informative terms that no memory holds
     rarest: float = 1.0  # the idf of a term that one unit holds: what weights are measured in
+    translated: Mapping[str, str] = {}  # a counterpart in the other language -> the term it stands for
 
     def bit(self, term: str) -> int:
         return 1 << list(self.weights).index(term)
@@ -182,19 +187,32 @@ def search(
         return Result((), (), terms, scanned, settings.limit)
     descriptions = _together([shelf.corpus.descriptions for shelf in shelves])
     paragraphs = _together([shelf.corpus.paragraphs for shelf in shelves])
+    translated = _counterparts(terms, vocabulary, lexicon)
     general = lexicon.weights(terms) if lexicon is not None else {}
-    described = _weights([shelf.corpus.descriptions for shelf in shelves], terms, general)
-    weights = _weights([shelf.corpus.paragraphs for shelf in shelves], terms, general)
-    described_mass, mass = sum(described.values()), sum(weights.values())
+    general |= {other: general.get(term, 1.0) for other, term in translated.items()}
+    described = _weights([shelf.corpus.descriptions for shelf in shelves], terms, general, translated)
+    weights = _weights([shelf.corpus.paragraphs for shelf in shelves], terms, general, translated)
+    # A counterpart stands for its term: the message's weight is that of its own terms.
+    described_mass = sum(w for t, w in described.items() if t not in translated)
+    mass = sum(w for t, w in weights.items() if t not in translated)
     # Which query terms a document holds comes back as a bit mask, bit i for the i-th term.
     bits = {term: 1 << i for i, term in enumerate(weights)}
-    informative = sum(bits[term] for term in terms if general.get(term, 1.0) >= INFORMATIVE)
-    foreign_words = sum(1 for term in terms if bits[term] & informative and term not in vocabulary)
+    informative = sum(bits[term] for term in weights if general.get(term, 1.0) >= INFORMATIVE)
+    stands = set(translated.values())
+    foreign_words = sum(
+        1 for term in terms if bits[term] & informative and term not in vocabulary and term not in stands
+    )
     unheld = foreign_words if foreign else 0
     units = sum(shelf.corpus.paragraphs.documents for shelf in shelves)
     rarest = math.log(1 + (units - 0.5) / 1.5) if units > 1 else 1.0
     asked = Query(
-        terms, weights, {t: general.get(t, 1.0) for t in weights}, informative, foreign_words, rarest
+        terms,
+        weights,
+        {t: general.get(t, 1.0) for t in weights},
+        informative,
+        foreign_words,
+        rarest,
+        translated,
     )
 
     def entry(key: tuple[int, int]) -> Entry:
@@ -447,18 +465,49 @@ def _together(indexes: list[Index]) -> list[Index]:
     return [index._replace(documents=documents, total=total) for index in indexes]
 
 
-def _weights(indexes: list[Index], terms: Sequence[str], general: Mapping[str, float]) -> dict[str, float]:
+def _weights(
+    indexes: list[Index],
+    terms: Sequence[str],
+    general: Mapping[str, float],
+    translated: Mapping[str, str] | None = None,
+) -> dict[str, float]:
     """Each query term's idf over every scope (as `Index.idf`, with the counts summed), times
-    its weight in the language."""
+    its weight in the language; then each counterpart (`translated`), at `TRANSLATED` of the
+    smaller of its own weight and its term's, shared among its term's counterparts."""
+    translated = translated or {}
+    wanted = [*terms, *translated]
     if len(indexes) == 1:
-        found = indexes[0].weights(terms)
+        found = indexes[0].weights(wanted)
     else:
         documents = sum(index.documents for index in indexes)
         found = {}
-        for term in dict.fromkeys(terms):
+        for term in dict.fromkeys(wanted):
             n = sum(index.df(term) for index in indexes)
             found[term] = math.log(1 + (documents - n + 0.5) / (n + 0.5))
-    return {term: idf * general.get(term, 1.0) for term, idf in found.items()}
+    weights = {term: found[term] * general.get(term, 1.0) for term in dict.fromkeys(terms)}
+    shares: dict[str, int] = {}
+    for term in translated.values():
+        shares[term] = shares.get(term, 0) + 1
+    for other, term in translated.items():
+        own = found[other] * general.get(other, 1.0)
+        weights[other] = TRANSLATED * min(own, weights[term]) / shares[term]
+    return weights
+
+
+def _counterparts(
+    terms: Sequence[str], vocabulary: Container[str], lexicon: Lexicon | None
+) -> dict[str, str]:
+    """For each term no memory holds, its counterparts in the other language that some memory
+    holds (`bilingual.py`), at most `COUNTERPARTS` of them: counterpart -> term."""
+    missing = [term for term in terms if term not in vocabulary]
+    if lexicon is None or not missing:
+        return {}
+    found: dict[str, str] = {}
+    for term, others in lexicon.others(missing).items():
+        held = [o for o in others if o not in terms and o not in found and o in vocabulary]
+        for other in held[:COUNTERPARTS]:
+            found[other] = term
+    return found
 
 
 def _name_key(name: str) -> tuple[str, str]:
