@@ -200,3 +200,16 @@ def test_a_linked_folder_builds_nothing(tmp_path: Path) -> None:
     os.symlink(target, tmp_path / "link")
     assert lexicon.build(tmp_path / "link" / lexicon.NAME) is False
     assert list(target.iterdir()) == []
+
+
+def test_an_empty_lexicon_variable_is_unset(tmp_path: Path) -> None:
+    """`SAGEMEM_LEXICON=` (set to nothing) is not the current folder: the lexicon is looked
+    for where it would be without the variable."""
+    from sagemem.store.config import lexicon_folders
+
+    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    assert list(lexicon_folders({**env, "SAGEMEM_LEXICON": ""})) == list(lexicon_folders(env))
+    assert list(lexicon_folders({**env, "SAGEMEM_LEXICON": "  "})) == list(lexicon_folders(env))
+    assert Path("") not in list(lexicon_folders({**env, "SAGEMEM_LEXICON": ""}))
+    assert list(lexicon_folders({**env, "SAGEMEM_LEXICON": "off"})) == []
+    assert list(lexicon_folders({**env, "SAGEMEM_LEXICON": str(tmp_path / "x")})) == [tmp_path / "x"]

@@ -132,9 +132,9 @@ def lexicon_folders(env: Mapping[str, str] | None = None) -> Iterator[Path]:
     user's cache dir, then the private temp folder (a sandbox may allow nothing else), made
     only when the caller gets that far."""
     env = os.environ if env is None else env
-    chosen = env.get("SAGEMEM_LEXICON")
-    if chosen is not None:
-        if chosen.strip().lower() not in _OFF:
+    chosen = env.get("SAGEMEM_LEXICON", "").strip()
+    if chosen:  # set to nothing (`SAGEMEM_LEXICON=`), it is unset: never the current folder
+        if chosen.lower() not in _OFF:
             yield Path(chosen)
         return
     yield user_cache_dir(env)
