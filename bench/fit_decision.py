@@ -53,11 +53,11 @@ from sagemem.store.config import Settings  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "sagemem" / "search" / "fitted.py"
 L2 = 1.0
-ONLY_ALONE = False
+ONLY_ALONE = False  # fit on what the gates pass nothing for only (with `--veto 0`)
 LOSS = 0.02  # of what the gates find, the share the model may turn away
 SMALL_SIZE = 6  # memories in each small directory
 GRID = [round(0.05 + 0.01 * i, 2) for i in range(95)]
-VETOES = GRID[::5]
+VETO: float | None = None  # a threshold for what the gates pass, fixed instead of fitted
 
 
 @dataclass
@@ -266,7 +266,6 @@ def calibrate(cases: list[Case], model: Fitted, target: float) -> tuple[float, f
     each language."""
     sets = sorted({c.set for c in cases})
     gated = [c for c in cases if c.evidence and c.evidence["gated"]]
-    alone = [c for c in cases if c.evidence and not c.evidence["gated"]]
 
     def lost(t: float) -> float:
         shares = []
@@ -280,10 +279,14 @@ def calibrate(cases: list[Case], model: Fitted, target: float) -> tuple[float, f
         groups: dict[tuple[str, str], list[bool]] = defaultdict(list)
         for c in cases:
             if not c.on:
-                groups[(c.set, c.lang)].append(c in alone and model.probability(c.evidence) >= t)
+                alone_ = bool(c.evidence) and not c.evidence["gated"]
+                groups[(c.set, c.lang)].append(alone_ and model.probability(c.evidence) >= t)
         return max((sum(g) / len(g) for g in groups.values()), default=0.0)
 
-    veto = 0.0 if ONLY_ALONE else max((t for t in GRID if lost(t) <= LOSS), default=GRID[0])
+    if VETO is not None:
+        veto = VETO
+    else:
+        veto = max((t for t in GRID if lost(t) <= LOSS), default=GRID[0])
     threshold = next((t for t in GRID if added(t) <= target), GRID[-1])
     return threshold, veto
 
@@ -331,11 +334,11 @@ def main() -> None:
     parser.add_argument("--features", help="comma-separated features to try instead of decide.FEATURES")
     parser.add_argument("--veto", type=float, help="fix the threshold for what the gates pass")
     args = parser.parse_args()
-    if args.veto is not None:
-        VETOES[:] = [args.veto]
-    global LOSS, ONLY_ALONE
-    if args.veto == 0:
-        LOSS, ONLY_ALONE = 0.0, True
+    global VETO, ONLY_ALONE
+    VETO = args.veto
+    ONLY_ALONE = args.veto == 0
+    if args.features and args.write:
+        raise SystemExit("--features is for trying features: fitted.py holds decide.FEATURES (no --write)")
     if args.features:
         decide.FEATURES = tuple(args.features.split(","))
     settings = Settings()._replace(limit=devsets.K)

@@ -141,3 +141,24 @@ def test_the_store_answers_the_same_with_pairs_it_cannot_use(tmp_path: Path, wit
     found = store.search("how do we deploy to production?")
     assert [h.file for h in found.hits] == ["project_deploy.md"]
     assert found.query is not None and found.query.translated == {}
+
+
+def test_even_a_long_deadline_builds_no_pairs(
+    tmp_path: Path, lexicon_dir: Path, cedict: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "lexicon"
+    folder.mkdir()
+    shutil.copy2(lexicon_dir / lexicon.NAME, folder / lexicon.NAME)
+    monkeypatch.setenv("SAGEMEM_LEXICON", str(folder))
+    monkeypatch.setattr(bilingual, "source", lambda: cedict)
+    with lexicon.opened(time.monotonic() + 3600) as words:  # a hook with all the time there is
+        assert words is not None and words.bilingual is None
+    assert not (folder / bilingual.NAME).exists()
+
+
+def test_one_kind_of_file_is_never_read_as_the_other(tmp_path: Path, lexicon_dir: Path, cedict: Path) -> None:
+    pairs = tmp_path / bilingual.NAME
+    assert bilingual.build(pairs, cedict)
+    assert lexicon.load(pairs) is None  # the same format number, another table
+    assert bilingual.load(lexicon_dir / lexicon.NAME) is None
+    assert bilingual.load(pairs) is not None and lexicon.load(lexicon_dir / lexicon.NAME) is not None

@@ -181,3 +181,30 @@ def test_the_fit_respects_the_signs_and_the_budgets() -> None:
         assert len(added) / len(off) <= 0.025
     on = [c for c in cases if c.on and c.evidence["gated"]]
     assert sum(model.probability(c.evidence) < veto for c in on) / len(on) <= fit_decision.LOSS
+
+
+def test_a_search_asked_for_lists_every_memory_that_holds_a_word(tmp_path: Path) -> None:
+    """The hook judges the first few candidates only; a search asked for (the UI filters
+    what it gets) lists them all."""
+    store = MemoryStore(tmp_path / "m")
+    store.init()
+    for i in range(55):
+        kind = "user" if i % 11 == 0 else "project"
+        store.create(type=kind, name=f"note {i}", description=f"notes {i}", body=f"the kafka thing, part {i}")
+    query = "does anyone remember the kafka thing from the offsite in Lisbon"
+    found = store.search(query, limit=30, pull=True)
+    assert len({h.file for h in found.ranked}) == 55
+
+
+def test_fitting_other_features_never_writes_the_shipped_numbers(tmp_path: Path) -> None:
+    import subprocess
+
+    before = (ROOT / "sagemem" / "search" / "fitted.py").read_bytes()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "fit_decision.py"), "--features", "cover", "--write"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode != 0 and "no --write" in done.stderr
+    assert (ROOT / "sagemem" / "search" / "fitted.py").read_bytes() == before

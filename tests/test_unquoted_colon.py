@@ -105,3 +105,21 @@ def test_check_gives_a_hint_not_a_problem(tmp_path: Path) -> None:
 def test_set_keys_keeps_the_unquoted_line() -> None:
     changed = set_keys(DEPLOY, {"type": "reference"}, "x.md")
     assert changed == DEPLOY.replace("type: project", "type: reference")
+
+
+def test_a_line_inside_a_quoted_value_is_never_touched() -> None:
+    """Only the lines YAML stops at are quoted: one inside a quoted value that goes on over
+    several lines is part of that value, as YAML reads it."""
+    matter = 'description: "Steps\nstep: one: two\nend"\ntype: a: b\n'
+    assert parse(matter, "x.md") == {"description": "Steps step: one: two end", "type": "a: b"}
+    assert unquoted(matter) == [3]
+
+
+def test_a_comment_after_a_mended_value_is_a_comment() -> None:
+    assert parse("description: Deploy flow: how code ships # see runbook\n", "x.md") == {
+        "description": "Deploy flow: how code ships"
+    }
+
+
+def test_a_block_unreadable_anyway_gets_no_hint() -> None:
+    assert unquoted("description: a: b\nx: [\n") == []

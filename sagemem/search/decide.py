@@ -60,12 +60,14 @@ class Verdict(NamedTuple):
     def why(self) -> str:
         """One line: the decision and the evidence a person can check."""
         if not self.evidence:
+            if not self.terms:
+                return "not injected: the message has no word to search for"
             return "not injected: no memory holds a word of the message"
         e = self.evidence
         verb, sign = ("injected", ">=") if self.inject else ("not injected", "<")
         gates = "the gates pass it" if e["gated"] else "the gates pass nothing"
         unheld = f"; {int(e['unheld'])} rare word(s) no memory holds" if e["unheld"] else ""
-        other = f", {int(e['translated'])} more in the other language" if e.get("translated") else ""
+        other = f" (and {int(e['translated'])} through the other language)" if e.get("translated") else ""
         return (
             f"{verb}: p {self.probability:.2f} {sign} {self.threshold:.2f} ({gates}); the best match "
             f"holds {int(e['matched'])} of {self.terms} terms{other}, {int(e['informative'])} informative, "

@@ -65,8 +65,11 @@ class Lexicon:
         if not wanted:
             return {}
         marks = ",".join("?" * len(wanted))
-        rows = self._conn.execute(f"SELECT term, zipf FROM words WHERE term IN ({marks})", wanted)  # noqa: S608
-        return {term: weight(zipf / 100) for term, zipf in rows if isinstance(zipf, int)}
+        try:
+            rows = self._conn.execute(f"SELECT term, zipf FROM words WHERE term IN ({marks})", wanted)  # noqa: S608
+            return {term: weight(zipf / 100) for term, zipf in rows if isinstance(zipf, int)}
+        except sqlite3.Error:  # a damaged file: every word weighs as a rare one
+            return {}
 
     def others(self, terms: Iterable[str]) -> dict[str, list[str]]:
         """Each listed term's counterparts in the other language (`bilingual.py`); none
@@ -82,13 +85,14 @@ class Lexicon:
 def load(path: Path) -> Lexicon | None:
     """The lexicon at `path`, read-only; None when it is missing, not a regular file, too
     large or not one sagemem wrote (the caller goes on without it)."""
-    conn = open_table(path, FORMAT)
+    conn = open_table(path, FORMAT, "words")
     return Lexicon(conn) if conn is not None else None
 
 
-def open_table(path: Path, format: int) -> sqlite3.Connection | None:
+def open_table(path: Path, format: int, table: str) -> sqlite3.Connection | None:
     """A file of this machine's tables (this lexicon, `bilingual.py`'s pairs), read-only; None
-    when it is missing, not a regular file, too large or not of `format`."""
+    when it is missing, not a regular file, too large, not of `format` or without `table`
+    (one kind of file put where the other is looked for)."""
     try:
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
@@ -100,7 +104,8 @@ def open_table(path: Path, format: int) -> sqlite3.Connection | None:
     try:
         conn.execute("PRAGMA trusted_schema=OFF")
         row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        if row is None or row[0] != format:
+        named = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        if row is None or row[0] != format or named.fetchone() is None:
             conn.close()
             return None
     except sqlite3.Error:
@@ -152,12 +157,12 @@ def _find(deadline: float | None) -> tuple[Path, Lexicon] | None:
 
 def _with_pairs(found: Lexicon, folder: Path, deadline: float | None) -> Lexicon:
     """The lexicon with the pairs file beside it (`bilingual.py`), built first when the
-    `semantic` extra is installed, there is none yet and the call has time for it."""
+    `semantic` extra is installed, there is none yet and the call is a command (no
+    `deadline`): a prompt hook never builds it."""
     path = folder / bilingual.NAME
     pairs = bilingual.load(path)
-    if pairs is None and (deadline is None or deadline - time.monotonic() >= BUILD_SECONDS):
-        if bilingual.source() is not None and bilingual.build(path):
-            pairs = bilingual.load(path)
+    if pairs is None and deadline is None and bilingual.source() is not None and bilingual.build(path):
+        pairs = bilingual.load(path)
     found.bilingual = pairs
     return found
 

@@ -108,9 +108,6 @@ class Query(NamedTuple):
     rarest: float = 1.0  # the idf of a term that one unit holds: what weights are measured in
     translated: Mapping[str, str] = {}  # a counterpart in the other language -> the term it stands for
 
-    def bit(self, term: str) -> int:
-        return 1 << list(self.weights).index(term)
-
     def held(self, mask: int) -> list[str]:
         """The terms in `mask`."""
         return [term for i, term in enumerate(self.weights) if mask >> i & 1]
@@ -340,11 +337,12 @@ def candidates(
     settings: Settings | None = None,
     lexicon: Lexicon | None = None,
     strict: Result | None = None,
+    keep: int = 0,
 ) -> Result:
     """Every unit that holds a word of `query`, best first: those the gates pass, in the order
     `search` gives them (`strict`, when the caller has it), then every other match, from a
-    search with no gates. The gates order the candidates; `decide` says whether any of them
-    is injected."""
+    search with no gates (its first `keep` memories, 0 for all). The gates order the
+    candidates; `decide` says whether any of them is injected."""
     settings = settings or Settings()
     strict = strict or search(corpus, query, settings, lexicon)
     lenient = settings._replace(
@@ -354,7 +352,7 @@ def candidates(
         candidates=max(settings.candidates, settings.limit),
         min_query_chars=1,
     )
-    found = search(corpus, query, lenient, lexicon, shared=1, foreign=False, keep=KEEP + settings.limit)
+    found = search(corpus, query, lenient, lexicon, shared=1, foreign=False, keep=keep)
 
     def shown(hit: Hit) -> bool:
         return any(s.file == hit.file and s.start <= hit.start <= s.end for s in strict.ranked)
@@ -376,7 +374,11 @@ def recall(
     strict = search(corpus, query, settings, lexicon)
     # What the gates pass comes first among the candidates and is what is given: the search
     # with no gates is needed only when they pass nothing.
-    found = strict if strict.ranked else candidates(corpus, query, settings, lexicon, strict)
+    found = (
+        strict
+        if strict.ranked
+        else candidates(corpus, query, settings, lexicon, strict, KEEP + settings.limit)
+    )
     verdict = judge(found)
     if not verdict.inject:
         return found._replace(ranked=(), below=(), verdict=verdict)
@@ -424,16 +426,25 @@ def _best(
     keep: int,
 ) -> set[tuple[int, int]]:
     """The `keep` memories whose best snippet ranks first, found from the index's rows alone:
-    a search with no gates matches hundreds, and only those it shows need their entries."""
-    order = []
+    a search with no gates matches hundreds, and only those it shows need their entries.
+    Names break ties, and are read only for the memories tied at the edge."""
+    scored = []
     for key in {**chosen, **found}:
         matches = found.get(key)
         top = min(matches, key=lambda m: (-m[0], m[1])) if matches else None
-        score = chosen.get(key, 0.0) + (top[3] if top else 0.0)
-        name = file(key)
-        order.append(((-score, name_key(name), name, shelves[key[0]].scope, top[1] if top else 0), key))
-    order.sort()
-    return {key for _, key in order[:keep]}
+        scored.append((chosen.get(key, 0.0) + (top[3] if top else 0.0), top[1] if top else 0, key))
+    if len(scored) <= keep:
+        return {key for _, _, key in scored}
+    scored.sort(key=lambda s: -s[0])
+    edge = scored[keep - 1][0]
+    kept = {key for score, _, key in scored if score > edge}
+    tied = [
+        (name_key(file(key)), file(key), shelves[key[0]].scope, start, key)
+        for score, start, key in scored
+        if score == edge
+    ]
+    tied.sort(key=lambda t: t[:4])
+    return kept | {t[-1] for t in tied[: keep - len(kept)]}
 
 
 def _widen(hits: list[Hit], skip: Callable[[Hit], bool]) -> list[Hit]:
@@ -473,7 +484,8 @@ def _weights(
 ) -> dict[str, float]:
     """Each query term's idf over every scope (as `Index.idf`, with the counts summed), times
     its weight in the language; then each counterpart (`translated`), at `TRANSLATED` of the
-    smaller of its own weight and its term's, shared among its term's counterparts."""
+    smaller of its own weight (its idf, times its term's weight in the language) and its
+    term's, shared among its term's counterparts."""
     translated = translated or {}
     wanted = [*terms, *translated]
     if len(indexes) == 1:
@@ -502,11 +514,13 @@ def _counterparts(
     missing = [term for term in terms if term not in vocabulary]
     if lexicon is None or not missing:
         return {}
-    found: dict[str, str] = {}
+    asked, found = set(terms), {}
     for term, others in lexicon.others(missing).items():
-        held = [o for o in others if o not in terms and o not in found and o in vocabulary]
-        for other in held[:COUNTERPARTS]:
-            found[other] = term
+        held = 0
+        for other in others:
+            if held < COUNTERPARTS and other not in asked and other not in found and other in vocabulary:
+                found[other] = term
+                held += 1
     return found
 
 

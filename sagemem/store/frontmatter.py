@@ -91,26 +91,53 @@ def parse(matter: str, file: str) -> dict[str, Any]:
     try:
         return _load(matter, file)
     except InvalidMemory:
-        mended = _quoted(matter)
-        if mended == matter:
+        mended, lines = _mended(matter)
+        if not lines:
             raise
     return _load(mended, file)  # lines are as they were: an error still names the right one
 
 
 def unquoted(matter: str) -> list[int]:
     """The 0-based lines of `matter` whose value `parse` reads as text although strict YAML
-    refuses it (a `: ` inside an unquoted value)."""
+    refuses it (a `: ` inside an unquoted value); none when the block is unreadable anyway."""
     try:
         _load(matter, "")
         return []
     except InvalidMemory:
         pass
-    lines = split_lines(matter)
-    return [i for i, line in enumerate(lines) if _quoted_line(line) != line]
+    mended, lines = _mended(matter)
+    try:
+        _load(mended, "")
+    except InvalidMemory:
+        return []
+    return lines
 
 
-def _quoted(matter: str) -> str:
-    return "".join(_quoted_line(line) for line in split_lines(matter))
+MAX_MENDED = 64  # lines of one block mended at most
+
+
+def _mended(matter: str) -> tuple[str, list[int]]:
+    """`matter` with each line YAML stops at for a `: ` inside an unquoted top-level value
+    quoted, one at a time, as YAML reports them: a line inside a quoted or block value is
+    never touched, since YAML reads past it."""
+    lines, done = split_lines(matter), []
+    for _ in range(MAX_MENDED):
+        try:
+            yaml.load("".join(lines), Loader=_FastLoader)  # noqa: S506 - a safe loader
+            break
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark
+            if mark is None or "mapping values are not allowed" not in str(exc.problem):
+                break
+            at = mark.line
+            fixed = _quoted_line(lines[at]) if at < len(lines) else None
+            if fixed is None or fixed == lines[at]:
+                break
+            lines[at] = fixed
+            done.append(at)
+        except yaml.YAMLError:
+            break
+    return "".join(lines), done
 
 
 # `key: value` at the start of a line, with a plain key and a value that is no YAML
@@ -122,7 +149,8 @@ _PLAIN_VALUE = re.compile(
 
 def _quoted_line(line: str) -> str:
     """`line` with its value in double quotes, when the value holds a `: ` that makes the
-    line unreadable on its own; else `line` as it is."""
+    line unreadable on its own; else `line` as it is. A ` #` ends the value, as it ends a
+    plain YAML value: what follows is a comment."""
     found = _PLAIN_VALUE.match(line)
     if not found or ": " not in found["value"] and not found["value"].endswith(":"):
         return line
@@ -131,7 +159,8 @@ def _quoted_line(line: str) -> str:
         return line
     except yaml.YAMLError:
         pass
-    return render_key(found["key"], found["value"]).removesuffix("\n") + found["eol"]
+    value = re.split(r"[ \t]#", found["value"], maxsplit=1)[0].rstrip()
+    return render_key(found["key"], value).removesuffix("\n") + found["eol"]
 
 
 def _load(matter: str, file: str) -> dict[str, Any]:
