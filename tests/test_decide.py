@@ -208,3 +208,27 @@ def test_fitting_other_features_never_writes_the_shipped_numbers(tmp_path: Path)
     )
     assert done.returncode != 0 and "no --write" in done.stderr
     assert (ROOT / "sagemem" / "search" / "fitted.py").read_bytes() == before
+
+
+def test_scoring_the_best_units_only_gives_the_same_answer(
+    team: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook's gate-less search scores only the units BM25 ranks best (and those of the
+    memories stage 1 admits): what it gives is what scoring every unit would give."""
+    monkeypatch.setattr(retrieve, "UNITS_KEPT", 3)
+    capped = []
+    largest = retrieve.heapq.nlargest
+    monkeypatch.setattr(retrieve.heapq, "nlargest", lambda *a, **k: capped.append(1) or largest(*a, **k))
+    corpus = team.corpus()
+    settings = team.settings()
+    for query in (
+        "good morning! how's it going?",
+        "sorry to bother you, who owns the billing dashboard and the payout runbook these days?",
+        "anyone know where the kafka and redis owner notes went after the offsite?",
+        "when does the beta go live?",
+    ):
+        every = retrieve.candidates(corpus, query, settings)
+        verdict = decide.judge(every)
+        expected = retrieve.given(every, settings).hits if verdict.inject else ()
+        assert retrieve.recall(corpus, query, settings).hits == expected, query
+    assert capped  # the capped path was taken

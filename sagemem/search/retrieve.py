@@ -37,6 +37,7 @@ more than one scope, a hit's `file` is named with its scope (`user:user_profile.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
@@ -66,6 +67,7 @@ COUNTERPARTS = 3
 # A search with no gates ranks at most this many memories past the limit: it matches
 # hundreds in a large directory, and only the first few are ever shown or judged.
 KEEP = 10
+UNITS_KEPT = 400  # and scores at most this many units, the best by BM25, besides the admitted
 
 
 class Hit(NamedTuple):
@@ -258,7 +260,15 @@ def search(
 
     for i, index in enumerate(paragraphs):
         corpus_i = shelves[i].corpus
-        for pid, (score, held, count, which) in index.scores(weights).items():
+        scored = index.scores(weights)
+        if keep and len(scored) > UNITS_KEPT:
+            # Thousands of units can hold a common word: the best by BM25, and every unit of
+            # a memory stage 1 admitted, are the ones that can rank among the first `keep`.
+            owners = corpus_i.owners
+            best = heapq.nlargest(UNITS_KEPT, scored, key=lambda pid: scored[pid][0])
+            wanted = set(best) | {pid for pid in scored if (i, owners[pid]) in chosen}
+            scored = {pid: scored[pid] for pid in wanted}
+        for pid, (score, held, count, which) in scored.items():
             owner = (i, corpus_i.owners[pid])
             cover = held / mass if mass else 0.0
             # A paragraph holding an informative word counts with its memory's description:
