@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from sagemem import MemoryStore
 from sagemem.search import bilingual, lexicon, retrieve
 from sagemem.search.tokenize import stem
 
@@ -47,14 +46,20 @@ def cedict(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def with_pairs(tmp_path: Path, lexicon_dir: Path, cedict: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A lexicon folder with the pairs built from the test dictionary."""
+def bare_lexicon(tmp_path: Path, lexicon_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A lexicon folder of this test's own, with the lexicon and no pairs yet."""
     folder = tmp_path / "lexicon"
     folder.mkdir()
     shutil.copy2(lexicon_dir / lexicon.NAME, folder / lexicon.NAME)
-    assert bilingual.build(folder / bilingual.NAME, cedict)
     monkeypatch.setenv("SAGEMEM_LEXICON", str(folder))
     return folder
+
+
+@pytest.fixture
+def with_pairs(bare_lexicon: Path, cedict: Path) -> Path:
+    """A lexicon folder with the pairs built from the test dictionary."""
+    assert bilingual.build(bare_lexicon / bilingual.NAME, cedict)
+    return bare_lexicon
 
 
 def test_the_dictionary_is_read_into_pairs_both_ways(cedict: Path) -> None:
@@ -110,20 +115,18 @@ def test_a_term_a_memory_holds_is_not_translated(tmp_path: Path, with_pairs: Pat
     assert [h.file for h in found.hits] == ["project_invoices.md"]
 
 
+@pytest.mark.parametrize("seconds", [0.5, 3600])
 def test_the_hook_never_builds_the_pairs(
-    tmp_path: Path, lexicon_dir: Path, cedict: Path, monkeypatch: pytest.MonkeyPatch
+    bare_lexicon: Path, cedict: Path, monkeypatch: pytest.MonkeyPatch, seconds: float
 ) -> None:
-    folder = tmp_path / "lexicon"
-    folder.mkdir()
-    shutil.copy2(lexicon_dir / lexicon.NAME, folder / lexicon.NAME)
-    monkeypatch.setenv("SAGEMEM_LEXICON", str(folder))
+    """Whatever time a prompt's deadline leaves; a command, with no deadline, builds them."""
     monkeypatch.setattr(bilingual, "source", lambda: cedict)
-    with lexicon.opened(time.monotonic() + 0.5) as words:  # a prompt's deadline
+    with lexicon.opened(time.monotonic() + seconds) as words:
         assert words is not None and words.bilingual is None
-    assert not (folder / bilingual.NAME).exists()
-    with lexicon.opened() as words:  # a command has time: built, then used
+    assert not (bare_lexicon / bilingual.NAME).exists()
+    with lexicon.opened() as words:
         assert words is not None and words.others([stem("invoice")]) == {stem("invoice"): ["发票"]}
-    assert (folder / bilingual.NAME).is_file()
+    assert (bare_lexicon / bilingual.NAME).is_file()
 
 
 def test_a_pairs_file_sagemem_did_not_write_is_not_read(tmp_path: Path) -> None:
@@ -137,23 +140,9 @@ def test_a_pairs_file_sagemem_did_not_write_is_not_read(tmp_path: Path) -> None:
 def test_the_store_answers_the_same_with_pairs_it_cannot_use(tmp_path: Path, with_pairs: Path) -> None:
     """A memory set in one language: its questions never reach the pairs."""
     store = make(tmp_path / "mem", {k: v for k, v in MEMORIES.items() if not k.endswith("发票.md")})
-    assert isinstance(store, MemoryStore)
     found = store.search("how do we deploy to production?")
     assert [h.file for h in found.hits] == ["project_deploy.md"]
     assert found.query is not None and found.query.translated == {}
-
-
-def test_even_a_long_deadline_builds_no_pairs(
-    tmp_path: Path, lexicon_dir: Path, cedict: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder = tmp_path / "lexicon"
-    folder.mkdir()
-    shutil.copy2(lexicon_dir / lexicon.NAME, folder / lexicon.NAME)
-    monkeypatch.setenv("SAGEMEM_LEXICON", str(folder))
-    monkeypatch.setattr(bilingual, "source", lambda: cedict)
-    with lexicon.opened(time.monotonic() + 3600) as words:  # a hook with all the time there is
-        assert words is not None and words.bilingual is None
-    assert not (folder / bilingual.NAME).exists()
 
 
 def test_one_kind_of_file_is_never_read_as_the_other(tmp_path: Path, lexicon_dir: Path, cedict: Path) -> None:

