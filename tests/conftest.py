@@ -43,6 +43,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lexicon_dir: P
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("SAGEMEM_LEXICON", str(lexicon_dir))
+    monkeypatch.setenv("SAGEMEM_MODEL", "off")  # no embedding model of this machine's (`related.py`)
 
 
 @pytest.fixture

@@ -231,7 +231,7 @@ PROMPT_HOOK = {
     "sagemem", "sagemem.__main__", "sagemem.agents", "sagemem.agents.hooks",
     "sagemem.search", "sagemem.search.bilingual", "sagemem.search.bm25", "sagemem.search.cache",
     "sagemem.search.corpus", "sagemem.search.decide", "sagemem.search.fitted", "sagemem.search.inject",
-    "sagemem.search.lexicon", "sagemem.search.render", "sagemem.search.tables",
+    "sagemem.search.lexicon", "sagemem.search.related", "sagemem.search.render", "sagemem.search.tables",
     "sagemem.search.retrieve", "sagemem.search.session", "sagemem.search.tokenize",
     "sagemem.store", "sagemem.store.command", "sagemem.store.config", "sagemem.store.errors",
     "sagemem.store.files", "sagemem.store.ledger", "sagemem.store.locking", "sagemem.store.log",

@@ -19,12 +19,11 @@ model, only that file, opened with the lexicon.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .tables import MAX_TERMS, open_table, writable, write_table
+from .tables import Pairs, open_table, writable, write_table
 from .tokenize import STOP_EN, is_chinese, normalize, stems
 
 FORMAT = 1
@@ -101,32 +100,10 @@ def pairs(found: Iterable[tuple[str, list[str]]]) -> dict[str, list[str]]:
     return {key: list(found) for key, found in others.items() if len(found) <= MAX_OTHERS}
 
 
-class Bilingual:
-    """An open pairs file: `others(terms)` for the terms of one query."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def others(self, terms: Iterable[str]) -> dict[str, list[str]]:
-        """Each listed term's counterparts in the other language, best first."""
-        wanted = list(dict.fromkeys(terms))[:MAX_TERMS]
-        if not wanted:
-            return {}
-        marks = ",".join("?" * len(wanted))
-        try:
-            rows = self._conn.execute(f"SELECT term, others FROM pairs WHERE term IN ({marks})", wanted)  # noqa: S608
-            return {term: found.split(" ") for term, found in rows if isinstance(found, str) and found}
-        except sqlite3.Error:  # a damaged file: no counterparts
-            return {}
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-def load(path: Path) -> Bilingual | None:
+def load(path: Path) -> Pairs | None:
     """The pairs file at `path`, read-only; None when it is missing or not one sagemem wrote."""
     conn = open_table(path, FORMAT, "pairs")
-    return Bilingual(conn) if conn is not None else None
+    return Pairs(conn) if conn is not None else None
 
 
 def build(path: Path, dictionary: Path | None = None) -> bool:

@@ -28,9 +28,9 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..store.config import lexicon_folders
-from . import bilingual
-from .tables import MAX_TERMS, open_table, writable, write_table
+from ..store.config import lexicon_folders, model_folder
+from . import bilingual, related
+from .tables import MAX_TERMS, Pairs, open_table, writable, write_table
 from .tokenize import is_chinese, normalize, stems
 
 FORMAT = 1
@@ -49,9 +49,10 @@ def weight(zipf: float) -> float:
 class Lexicon:
     """An open lexicon file: `weights(terms)` for the terms of one query."""
 
-    def __init__(self, conn: sqlite3.Connection, pairs: bilingual.Bilingual | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self.bilingual = pairs
+        self.bilingual: Pairs | None = None
+        self.related: related.Related | None = None
 
     def weights(self, terms: Iterable[str]) -> dict[str, float]:
         """Each listed term's weight; a term not listed weighs 1 (rare, or no word at all)."""
@@ -66,14 +67,20 @@ class Lexicon:
             return {}
 
     def others(self, terms: Iterable[str]) -> dict[str, list[str]]:
-        """Each listed term's counterparts in the other language (`bilingual.py`); none
-        without the `semantic` extra."""
-        return self.bilingual.others(terms) if self.bilingual is not None else {}
+        """Each listed term's counterparts: in the other language (`bilingual.py`), then
+        related in meaning (`related.py`); none without the `semantic` extra."""
+        terms = list(terms)
+        found: dict[str, list[str]] = {}
+        for table in (self.bilingual, self.related):
+            for term, others in (table.others(terms) if table is not None else {}).items():
+                found[term] = list(dict.fromkeys([*found.get(term, []), *others]))
+        return found
 
     def close(self) -> None:
         self._conn.close()
-        if self.bilingual is not None:
-            self.bilingual.close()
+        for table in (self.bilingual, self.related):
+            if table is not None:
+                table.close()
 
 
 def load(path: Path) -> Lexicon | None:
@@ -125,15 +132,37 @@ def _find(deadline: float | None) -> tuple[Path, Lexicon] | None:
 
 
 def _with_pairs(found: Lexicon, folder: Path, deadline: float | None) -> Lexicon:
-    """The lexicon with the pairs file beside it (`bilingual.py`), built first when the
-    `semantic` extra is installed, there is none yet and the call is a command (no
-    `deadline`): a prompt hook never builds it."""
+    """The lexicon with the pairs files beside it (`bilingual.py`, `related.py`), built first
+    when the `semantic` extra is installed, there is none yet (or its model changed) and the
+    call is a command (no `deadline`): a prompt hook never builds them."""
     path = folder / bilingual.NAME
     pairs = bilingual.load(path)
     if pairs is None and deadline is None and bilingual.source() is not None and bilingual.build(path):
         pairs = bilingual.load(path)
     found.bilingual = pairs
+    path = folder / related.NAME
+    kin = related.load(path) if model_folder()[0] else None
+    if deadline is None:
+        model = related.source()
+        if model is None and kin is not None:
+            kin.close()
+            kin = None
+        if model is None:  # turned off, or the model is gone: so are the words it related
+            with contextlib.suppress(OSError):
+                path.unlink()
+        elif kin is None or kin.model != _signature(model):
+            if kin is not None:
+                kin.close()
+            kin = related.load(path) if related.build(path, model) else None
+    found.related = kin
     return found
+
+
+def _signature(model: related.Model) -> str:
+    try:
+        return model.signature()
+    except OSError:
+        return ""
 
 
 def build(path: Path) -> bool:

@@ -81,3 +81,26 @@ def write_table(
             partial.unlink()
         return False
     return True
+
+
+class Pairs:
+    """An open file of words and their counterparts (`bilingual.py`, `related.py`):
+    `others(terms)` for the terms of one query."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def others(self, terms: Iterable[str]) -> dict[str, list[str]]:
+        """Each listed term's counterparts, best first."""
+        wanted = list(dict.fromkeys(terms))[:MAX_TERMS]
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        try:
+            rows = self.conn.execute(f"SELECT term, others FROM pairs WHERE term IN ({marks})", wanted)  # noqa: S608
+            return {term: found.split(" ") for term, found in rows if isinstance(found, str) and found}
+        except sqlite3.Error:  # a damaged file: no counterparts
+            return {}
+
+    def close(self) -> None:
+        self.conn.close()

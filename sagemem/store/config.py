@@ -143,6 +143,19 @@ def lexicon_folders(env: Mapping[str, str] | None = None) -> Iterator[Path]:
         yield temp
 
 
+def model_folder(env: Mapping[str, str] | None = None) -> tuple[bool, Path | None]:
+    """Whether related words are looked up (`related.py`), and the model folder
+    `SAGEMEM_MODEL` names if it names one (`off`: none, not even the `semantic` extra's).
+    From the environment only: a model is a large file of this machine's, not a project's."""
+    env = os.environ if env is None else env
+    chosen = env.get("SAGEMEM_MODEL", "").strip()
+    if not chosen:
+        return True, None
+    if chosen.lower() in _OFF:
+        return False, None
+    return True, Path(chosen).expanduser()
+
+
 def locate(
     memory_dir: str | os.PathLike[str] | None = None,
     state_dir: str | os.PathLike[str] | None = None,
