@@ -11,7 +11,10 @@ path pays only for what it uses.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from .store.records import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

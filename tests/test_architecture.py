@@ -233,10 +233,11 @@ PROMPT_HOOK = {
     "sagemem.search.corpus", "sagemem.search.decide", "sagemem.search.fitted", "sagemem.search.inject",
     "sagemem.search.lexicon", "sagemem.search.related", "sagemem.search.render", "sagemem.search.tables",
     "sagemem.search.retrieve", "sagemem.search.session", "sagemem.search.tokenize",
-    "sagemem.store", "sagemem.store.command", "sagemem.store.config", "sagemem.store.errors",
+    "sagemem.store", "sagemem.store.command", "sagemem.store.config", "sagemem.store.digests",
+    "sagemem.store.errors",
     "sagemem.store.files", "sagemem.store.ledger", "sagemem.store.locking", "sagemem.store.log",
-    "sagemem.store.names", "sagemem.store.secret_shapes", "sagemem.store.secrets", "sagemem.store.shape",
-    "sagemem.store.text",
+    "sagemem.store.names", "sagemem.store.records", "sagemem.store.secret_shapes",
+    "sagemem.store.secrets", "sagemem.store.shape", "sagemem.store.text",
 }  # fmt: skip
 # A start looks at MEMORY.md and the file names alone: no memory is parsed, no YAML read,
 # unless the index needs mending (or the archive folder exists).
@@ -269,6 +270,10 @@ def test_the_hook_loads_the_modules_it_loaded_before_and_no_more(warm: Path) -> 
     # A session's prompts after the one that settled its saving rules (its start, here).
     prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "怎么部署 deploy"}
     assert loaded_by_hook(warm, prompt) == PROMPT_HOOK
+    # Records are plain named tuples at run time (store/records.py), digests come from
+    # CPython's own sha256 (store/digests.py): neither `typing` nor OpenSSL is paid.
+    env = {**os.environ, "SAGEMEM_DIR": str(warm)}
+    assert loaded(hook_code(prompt), ("typing", "hashlib", "_hashlib"), env).stderr.split() == []
     # A session whose first hook is a prompt reads, once, whether it needs the rules (and
     # writes them).
     first = {**prompt, "session_id": "s2"}

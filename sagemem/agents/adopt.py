@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..store.errors import InvalidMemory, InvalidName, MemoryNotFound, SagememError, VersionConflict
 from ..store.names import name_key
+from ..store.records import Record
 
 KEY = "autoMemoryEnabled"
 MODES = ("both", "sagemem")
@@ -34,7 +35,7 @@ REASON = "imported from Claude Code's auto memory (install claude-code --memory 
 BACK_ON = "`sagemem install claude-code --memory both` turns it back on"
 
 
-class Step(NamedTuple):
+class Step(Record):
     """What the settings change did to `autoMemoryEnabled`, for install's record: `set` it
     (with the value that was there; `had` is False when there was none), `forget` that it
     did (the change is taken back, or the key is the person's now), or nothing."""

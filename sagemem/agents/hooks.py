@@ -20,7 +20,11 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+
+from ..store.records import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from ..store.config import Scope

@@ -27,7 +27,7 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..store import shape
 from ..store.command import (
@@ -40,6 +40,7 @@ from ..store.command import (
 from ..store.errors import SagememError, SagememWarning
 from ..store.files import read_config, safe_folder, write_atomic
 from ..store.locking import exclusive
+from ..store.records import Record
 
 # harness -> (project file, user file, {event: (matcher or None, timeout)})
 TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
@@ -261,7 +262,7 @@ def apply(
     }
 
 
-class _Edit(NamedTuple):
+class _Edit(Record):
     """One file's change, worked out before anything is written."""
 
     path: Path  # where to write (a link's target)

@@ -19,11 +19,12 @@ import ipaddress
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlparse
 
 from ..store.config import Settings
 from ..store.errors import SagememError
+from ..store.records import Record
 
 KNOWN_HOSTS = ("api.openai.com", "api.deepseek.com")
 TIMEOUT = 180.0
@@ -35,20 +36,20 @@ class ModelError(SagememError):
     """The model endpoint is not configured, refused, or failed."""
 
 
-class Endpoint(NamedTuple):
+class Endpoint(Record):
     base_url: str
     model: str
     api_key: str
     source: str  # where the base URL came from: "flag", "environment" or "settings"
 
 
-class Call(NamedTuple):
+class Call(Record):
     id: str
     name: str
     arguments: Any  # JSON text, as the model wrote it (maybe not valid, maybe not even text)
 
 
-class Reply(NamedTuple):
+class Reply(Record):
     content: str
     calls: tuple[Call, ...]
     tokens: int

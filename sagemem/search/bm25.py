@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+
+from ..store.records import Record
 
 K1 = 1.2
 B = 0.75
 
 
-class Index(NamedTuple):
+class Index(Record):
     """Per term, its postings as packed (document id, term frequency) pairs; per document id,
     its length in tokens. `documents` and `total` are the number of documents and their summed
     length: an id may be unused (a cache reuses ids), so neither is read off `lengths`."""

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import sqlite3
@@ -42,12 +41,16 @@ import time
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from ..store.config import temp_dir, user_cache_dir
+from ..store.digests import sha256_hex
 from ..store.errors import SagememError
 from ..store.files import read_bytes, safe_folder
 from ..store.names import is_memory_name
+from ..store.records import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = 12  # 12: a frontmatter value with ": " in it is read (such files were unreadable)
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
@@ -99,7 +102,7 @@ class CacheDamaged(Exception):
     """The index holds something no sagemem wrote: discard it and build again."""
 
 
-class _Fresh(NamedTuple):
+class _Fresh(Record):
     """One changed file as read: its new stat, and either new tokens, the same bytes as
     before (`same`: only the stat and mtime change), or nothing usable (entry None)."""
 
@@ -216,7 +219,7 @@ def _open_at(
     return None
 
 
-class Snapshot(NamedTuple):
+class Snapshot(Record):
     """An open read transaction on the index, with what every query needs already loaded:
     the statistics and the per-id arrays. Postings and entries are read through `conn`, so
     they come from the same committed state however many processes write meanwhile."""
@@ -256,7 +259,7 @@ def db_name(memory_dir: Path) -> str:
     """The index's file name. The format is in it, so two sagemem versions sharing a directory
     keep one index each; so is a key of the memory dir, so directories that share a state dir
     (`SAGEMEM_STATE_DIR`) or a cache dir never share an index."""
-    key = hashlib.sha256(str(memory_dir.absolute()).encode("utf-8")).hexdigest()[:16]
+    key = sha256_hex(str(memory_dir.absolute()).encode("utf-8"))[:16]
     return f"index-v{FORMAT}-{key}.sqlite"
 
 
@@ -345,7 +348,7 @@ def _meta(conn: sqlite3.Connection) -> dict[str, Any]:
 
 def digest(files: dict[str, str]) -> str:
     text = "\n".join(sorted(f"{name}\t{stamp}" for name, stamp in files.items()))
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    return sha256_hex(text.encode("utf-8", "surrogateescape"))
 
 
 def refresh(
@@ -471,7 +474,7 @@ def _read(path: Path, stamp: str, version: str | None, index_file: Indexed, full
         data = read_bytes(path)
     except (SagememError, OSError):
         return _Fresh(stamp, None, None, None)
-    now = hashlib.sha256(data).hexdigest()
+    now = sha256_hex(data)
     if now == version:
         return _Fresh(stamp, now, None, None, same=True)
     try:

@@ -28,11 +28,11 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..store import secrets
 from ..store.errors import SagememError
 from ..store.names import is_memory_name, name_key
+from ..store.records import TYPE_CHECKING, Record
 from ..store.text import conflict_marker_line, split_lines
 from . import cache
 from .bm25 import Index
@@ -40,9 +40,12 @@ from .cache import Progress
 from .tokenize import MAX_SEGMENTED_CHARS, document_tokens
 
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from ..store.memory import Memory
 
-T = TypeVar("T")
+    T = TypeVar("T")
+
 # Stage-1 fields and their weights, applied by repeating the field's tokens.
 FIELD_WEIGHTS = (("description", 3), ("name", 2), ("aliases", 2), ("tags", 1), ("file", 1))
 MERGE_CONFLICT = "merge-conflict"
@@ -56,7 +59,7 @@ _RULE = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \
 LEAD_LINES = 2  # the lead of a list or table: at most its last two lines
 
 
-class Paragraph(NamedTuple):
+class Paragraph(Record):
     """A retrieval unit: lines `start`..`end` of the file (1-based, inclusive). A list item
     or a table row also names its context, shown and searched with it: the line of the
     heading it is under (`heading`) and the lines that lead into its list or table
@@ -75,7 +78,7 @@ class Paragraph(NamedTuple):
         return tuple(n for n in (self.heading, *lead) if n)
 
 
-class Entry(NamedTuple):
+class Entry(Record):
     """One memory as retrieval and injection see it."""
 
     file: str
@@ -93,7 +96,7 @@ class Entry(NamedTuple):
     secrets: tuple[tuple[int, int], ...] = ()  # (start, end) in the file's text, to redact
 
 
-class Tokens(NamedTuple):
+class Tokens(Record):
     """One memory's tokens: its description fields, and each paragraph's, in order."""
 
     description: Mapping[str, int]
@@ -295,7 +298,7 @@ def split_paragraphs(body: str, first_line: int) -> list[tuple[int, int, str]]:
     return [(rows[0].number, rows[-1].number, "\n".join(r.text for r in rows)) for rows in found]
 
 
-class _Row(NamedTuple):
+class _Row(Record):
     number: int
     text: str
     fenced: bool  # a line of a fenced code block, its fences included
@@ -457,7 +460,7 @@ def build(memory: Memory, mtime: float, text: str = "", *, full: bool = True) ->
     return entry, Tokens(dict(described), tuple(counts))
 
 
-class _Shown(NamedTuple):
+class _Shown(Record):
     """What of a memory is indexed and shown, its secrets redacted."""
 
     name: str

@@ -35,8 +35,8 @@ count of matched words and their rarity beside the fraction tell those apart.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
 
+from ..store.records import TYPE_CHECKING, Record
 from . import fitted as model
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ SIGNS = {"cover": 1, "matched": 1, "informative": 1, "plain": 1, "translated": 1
 SIGNS |= {"gated": 1, "size": -1}
 
 
-class Verdict(NamedTuple):
+class Verdict(Record):
     """The decision for one message: inject or not, the probability it rests on, and why."""
 
     inject: bool

@@ -10,19 +10,19 @@ asks about shared history that no memory holds.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from ..store import ledger as access
 from ..store import secrets
 from ..store.command import command_line
 from ..store.config import STATE_DIR_NAME, Scope, Settings, state_places
+from ..store.digests import sha256_hex
 from ..store.errors import SagememError
 from ..store.files import read_bytes, safe_folder
 from ..store.log import log_once
+from ..store.records import TYPE_CHECKING, Record
 from ..store.text import split_lines
 from . import corpus as corpus_module
 from . import lexicon, render, retrieve
@@ -30,6 +30,9 @@ from .corpus import Corpus, Entry
 from .retrieve import Hit
 from .session import Ledger, open_ledger
 from .tokenize import acknowledges, has_cjk
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_BASELINE = 8
 MAX_CARD_BYTES = 512
@@ -106,7 +109,7 @@ CARD_TEXT = {
 }
 
 
-class Injection(NamedTuple):
+class Injection(Record):
     """The text to inject ("" for nothing) and what went into it."""
 
     text: str
@@ -272,7 +275,7 @@ def inject_set(
     return injection
 
 
-class Rules(NamedTuple):
+class Rules(Record):
     """How a harness's model may save a memory: through the MCP tools, named as the harness
     shows them (`tool`, their prefix), or at the command line."""
 
@@ -334,7 +337,7 @@ class _Plan:
     def run(self, ledger: Ledger, *, stateless: bool) -> Injection:
         budget, lang = self.settings.budget, self.lang
         reserve = reserve_for(budget)
-        signature = hashlib.sha256(" ".join(self.query.split()).encode("utf-8")).hexdigest()[:16]
+        signature = sha256_hex(" ".join(self.query.split()).encode("utf-8"))[:16]
         repeated = not stateless and ledger.last_query == signature
         ledger.last_query = signature
         wants = intents(self.query)
@@ -410,7 +413,7 @@ class _Plan:
         taken: list[str] = []  # their digests, recorded once they are shown
         reserve_used = ledger.reserve_used
         for offer in offered:
-            digest = hashlib.sha256(offer.encode("utf-8")).hexdigest()[:16]
+            digest = sha256_hex(offer.encode("utf-8"))[:16]
             size = len(offer.encode("utf-8"))
             if (stateless or digest not in ledger.cards) and reserve_used + size <= reserve:
                 reserve_used += size
@@ -447,7 +450,7 @@ class _Plan:
         card = card if card in cards else ""
         for _, snippet, _ in chosen:
             key = f"{snippet.file}:{snippet.start}-{snippet.end}"
-            ledger.injected[key] = hashlib.sha256(snippet.text.encode("utf-8")).hexdigest()[:16]
+            ledger.injected[key] = sha256_hex(snippet.text.encode("utf-8"))[:16]
         if not stateless and not repeated:
             ledger.baseline_done = True
         snippets = tuple(snippet for _, snippet, _ in chosen)
@@ -590,7 +593,7 @@ class _Plan:
         if bare:  # redacted whole, then cut: a cut secret is no longer found
             items = "; ".join(f'"{secrets.shown(item)[:60]}"' for item in bare[:3])
             undone = t["undone"].format(n=len(bare), items=items)
-        rev = hashlib.sha256(data).hexdigest()[:8]
+        rev = sha256_hex(data)[:8]
         line = t["task"].format(task=self.task, rev=rev, path=path, undone=undone)
         return secrets.shown(" ".join(line.split("\n")))  # a task named with a secret, too
 
@@ -644,7 +647,7 @@ def read_snippet(
         data = read_bytes(memory_dir / entry.file)
     except SagememError:
         return None
-    if hashlib.sha256(data).hexdigest() != entry.version:
+    if sha256_hex(data) != entry.version:
         return None
     text = data.decode("utf-8")
     every = split_lines(text)

@@ -24,11 +24,14 @@ import sqlite3
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..store.config import model_folder
+from ..store.records import TYPE_CHECKING, Record
 from .tables import Pairs, open_table, writable, write_table
 from .tokenize import STOP_EN, is_chinese, normalize, stems
+
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,7 +48,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # tokenizer.json, config.json
 BLOCK = 512  # words compared with all the others at once (a block of cosines: 60 MB)
 
 
-class Model(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect`, 8 ms a prompt
+class Model(Record):  # not a dataclass: `dataclasses` imports `inspect`, 8 ms a prompt
     """A static embedding model's files."""
 
     weights: Path  # safetensors: `embeddings` (model2vec) or `embedding.weight` (wordllama)

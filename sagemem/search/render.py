@@ -15,9 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from ..store.command import command_line
+from ..store.records import Record
 from ..store.text import quoted
 
 MAX_SNIPPET_CHARS = 1500
@@ -58,7 +58,7 @@ TEMPLATES = {
 }
 
 
-class Snippet(NamedTuple):
+class Snippet(Record):
     """One piece of memory text, ready to render."""
 
     file: str

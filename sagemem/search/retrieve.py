@@ -40,10 +40,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Container, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
 
 from ..store.config import Settings
 from ..store.names import name_key
+from ..store.records import TYPE_CHECKING, Record
 from .bm25 import Index
 from .corpus import Corpus, Entry, shown
 from .decide import Verdict, judge
@@ -70,7 +70,7 @@ KEEP = 10
 UNITS_KEPT = 400  # and scores at most this many units, the best by BM25, besides the admitted
 
 
-class Hit(NamedTuple):
+class Hit(Record):
     """A snippet: lines `start`..`end` of `file`, why it was chosen, and how well it scored."""
 
     file: str
@@ -97,7 +97,7 @@ class Hit(NamedTuple):
         return self.entry.version
 
 
-class Query(NamedTuple):
+class Query(Record):
     """A message as the search saw it: its terms, what each weighs (idf times its weight in
     the language), its weight in the language alone, and which of them are informative and
     which no memory holds. Bit i of a mask stands for the i-th term of `weights`."""
@@ -115,7 +115,7 @@ class Query(NamedTuple):
         return [term for i, term in enumerate(self.weights) if mask >> i & 1]
 
 
-class Result(NamedTuple):
+class Result(Record):
     """What a query found. `ranked`: every snippet that passed the gates and the cut, in
     injection order (every memory's best paragraph, then further paragraphs); `below`: the
     best snippets of memories that fell under the cut. `pick` applies the limit, after
@@ -146,7 +146,7 @@ class Result(NamedTuple):
         return tuple(self.pick()[1])
 
 
-class Shelf(NamedTuple):
+class Shelf(Record):
     """One scope's corpus, under the name its memories are shown with ("" for a lone one)."""
 
     scope: str

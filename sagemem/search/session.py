@@ -8,7 +8,6 @@ one session (a hook firing twice) take turns. Ledgers untouched for a week are p
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import time
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..store import shape
+from ..store.digests import sha256_hex
 from ..store.errors import SagememError
 from ..store.files import safe_folder, write_atomic
 from ..store.locking import exclusive
@@ -69,7 +69,7 @@ PRUNE_EVERY_SECONDS = 3600
 
 
 def path_for(state_dir: Path, session: str) -> Path:
-    key = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    key = sha256_hex(session.encode("utf-8", "surrogatepass"))[:24]
     return state_dir / "sessions" / f"{key}.json"
 
 

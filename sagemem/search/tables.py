@@ -10,11 +10,14 @@ import sqlite3
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from ..store.errors import SagememError
 from ..store.files import safe_folder
+from ..store.records import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_BYTES = 64 * 1024 * 1024  # far above the few MB a table grows to: a larger file is not read
 MAX_TERMS = 900  # SQLite's limit on parameters is 999

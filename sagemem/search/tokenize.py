@@ -24,7 +24,11 @@ import functools
 import re
 import unicodedata
 from collections.abc import Container, Iterator
-from typing import Any
+
+from ..store.records import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A Chinese run, or a Latin word/identifier: starts and ends with a letter or digit, and may

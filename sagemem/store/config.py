@@ -20,15 +20,15 @@ current directory (project memory, found the way git finds `.git`), else
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from . import shape
+from .digests import sha256_hex
+from .records import Record
 
 PROJECT_DIR = Path(".sagemem") / "memory"
 STATE_DIR_NAME = ".sagemem"
@@ -39,7 +39,7 @@ SCOPE_NAMES = ("project", "user", "claude")
 ADOPTED_DIR = Path(".sagemem") / "adopted"  # under the home folder: state for harnesses' folders
 
 
-class Scope(NamedTuple):
+class Scope(Record):
     """One memory directory of a set: its name (`project`, `user`, `claude`, or `dir` for a
     directory chosen by hand), where its memories and its state are, why it is in the set,
     and where the locks that guard writes to its files live."""
@@ -61,7 +61,7 @@ class Scope(NamedTuple):
         }
 
 
-class Location(NamedTuple):
+class Location(Record):
     """A resolved memory directory, its state directory, and the rules that chose them."""
 
     memory_dir: Path
@@ -107,7 +107,7 @@ def fallback_state_dir(state_dir: Path) -> Path | None:
     temp = temp_dir()
     if temp is None:
         return None
-    return temp / f"state-{hashlib.sha256(str(state_dir).encode('utf-8')).hexdigest()[:16]}"
+    return temp / f"state-{sha256_hex(str(state_dir).encode('utf-8'))[:16]}"
 
 
 def state_places(state_dir: Path) -> Iterator[Path]:
@@ -226,7 +226,7 @@ def adopted_state_dir(folder: Path, env: Mapping[str, str] | None = None) -> Pat
             return adopted
     except OSError:
         pass  # not made yet: it is made as a folder, by the first write
-    key = hashlib.sha256(str(folder).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    key = sha256_hex(str(folder).encode("utf-8", "surrogatepass"))[:16]
     return adopted / f"claude-{key}"
 
 
@@ -305,7 +305,7 @@ def _absolute(path: str | os.PathLike[str], cwd: Path) -> Path:
     return expanded if expanded.is_absolute() else cwd / expanded
 
 
-class Settings(NamedTuple):
+class Settings(Record):
     """Retrieval and injection settings (docs/retrieval.md explains each one).
 
     Read on every call, so a change takes effect on the next prompt: an environment variable

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from .names import is_reserved, name_key
+from .records import Record
 from .secrets import shown
 from .text import split_lines
 
@@ -39,7 +40,7 @@ _TARGET_SPECIAL = frozenset("%#<>()[]")
 _SEPARATOR = re.compile(r"\A\s*(?:[—–:-]\s*)?")
 
 
-class Entry(NamedTuple):
+class Entry(Record):
     """An index line that lists a memory: its 1-based line number, target file and text."""
 
     line: int
@@ -49,7 +50,7 @@ class Entry(NamedTuple):
     text: str
 
 
-class IndexReport(NamedTuple):
+class IndexReport(Record):
     """What is wrong with an index, each list in line or name order; empty lists mean healthy.
 
     `dangling`: entries for files that are not live memories. `duplicates`: second and later

@@ -27,13 +27,16 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
 
-from . import shape
+from . import records, shape
 from .errors import SagememError, SagememWarning
 from .files import safe_folder, write_atomic
 from .locking import exclusive
 from .names import is_stored_name
+from .records import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 KINDS = ("injected", "read", "cited")
 MAX_RECEIPTS = 10_000
@@ -50,14 +53,14 @@ _FILE = shape.obj({}, {kind: _USE for kind in KINDS})
 _RECEIPT = shape.obj({"at": shape.moment, "files": shape.each(shape.text)})
 
 
-class Use(NamedTuple):
+class Use(records.Record):
     """One kind of use of one memory: when last (epoch seconds) and how many times."""
 
     last: float | None = None
     count: int = 0
 
 
-class Record(NamedTuple):
+class Record(records.Record):
     """A memory's uses, each kind on its own."""
 
     file: str

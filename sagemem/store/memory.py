@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from . import frontmatter
+from .digests import sha256_hex
 from .errors import InvalidMemory
 from .files import MAX_FILE_BYTES
 from .names import TYPES
@@ -33,7 +33,7 @@ KNOWN_KEYS = tuple(FIELD_KEYS.values())
 
 def version_of(data: bytes) -> str:
     """A file's version: the sha256 of its bytes, so an edit made in any editor is a change."""
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ no prefix the key is found by its label instead (`HEROKU_API_KEY=<uuid>`, `token
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from .records import Record
 
 # How a finding is judged and named (the lowest rank names merged findings):
 TOKEN = 0  # a vendor's token shape: its prefix says it all
@@ -26,7 +26,7 @@ KEY = 3  # a value after a label that only may (`signing_key:`): kept only if it
 PROSE = 4  # a password in a sentence (`the password is ...`): kept only if it looks like one
 
 
-class Shape(NamedTuple):
+class Shape(Record):
     kind: str
     pattern: str  # the group named `value`, else group 1, if there is one, is the value; else the match
     needles: tuple[str, ...]
@@ -279,7 +279,7 @@ SHAPES: tuple[Shape, ...] = (
 # secrets.py judges and names a label, is built from these tables.
 
 
-class Word(NamedTuple):
+class Word(Record):
     pattern: str  # a regular expression: lowercase ASCII, matched case-insensitively, or CJK
     kind: str  # what a value after it is named
     prose: bool = True  # it names a secret in a sentence too (`the password is ...`)

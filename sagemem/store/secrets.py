@@ -60,14 +60,14 @@ about 0.07 s; one made of labels and values, in under 2 s.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from itertools import accumulate
-from typing import Any, NamedTuple
 
+from .digests import sha256_hex
+from .records import TYPE_CHECKING, Record
 from .secret_shapes import (
     CHINESE_NOT_THE_SECRET,
     CHINESE_WORDS,
@@ -87,10 +87,13 @@ from .secret_shapes import (
     WORDS,
 )
 
+if TYPE_CHECKING:
+    from typing import Any
+
 MARKER = "[REDACTED by sagemem]"
 
 
-class Secret(NamedTuple):
+class Secret(Record):
     """A likely secret: `text[start:end]` is its value, on 1-based `line` (where it starts).
 
     `digest` names the value without holding it: equal values give equal digests wherever
@@ -165,7 +168,7 @@ def new_secrets(old_text: str | None, new_text: str) -> list[Secret]:
 
 
 def _digest(value: str) -> str:
-    return hashlib.sha256(_BLANKS.sub("", value).encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256_hex(_BLANKS.sub("", value).encode("utf-8", "surrogatepass"))
 
 
 class _Lazy:
@@ -330,7 +333,7 @@ _Finder = Callable[[str], Iterator[tuple[int, int]]]
 _Needles = tuple[tuple[str, bool], ...]
 
 
-class _Detector(NamedTuple):
+class _Detector(Record):
     kind: str
     rank: int  # secret_shapes.TOKEN, URL, LABEL, KEY or PROSE: how a value is judged
     find: _Finder  # spans of candidate values in one line

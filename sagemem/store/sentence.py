@@ -9,9 +9,9 @@ caller says what was chosen, so it can be changed.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from .errors import InvalidMemory
+from .records import Record
 
 MAX_DESCRIPTION = 150  # characters: one line in MEMORY.md, as a person writes one
 MAX_NAME = 40
@@ -27,7 +27,7 @@ _BLANKS = re.compile(r"\s+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 
 
-class Fields(NamedTuple):
+class Fields(Record):
     name: str
     description: str
     body: str

@@ -19,12 +19,15 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from .errors import SagememError, UnsafePath
 from .files import read_state
+from .records import TYPE_CHECKING
 
-Check = Callable[[Any], str]
+if TYPE_CHECKING:
+    from typing import Any
+
+    Check = Callable[[Any], str]
 
 MAX_COUNT = 2**53  # a count or a size: JSON readers elsewhere lose precision above this
 MAX_TIME = 32_503_680_000  # seconds since 1970 at the start of the year 3000: any local time can show it

@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from typing import Any
+
+from .records import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Conflict markers. git writes them at the start of the line, seven characters each unless
 # `conflict-marker-size` says more: `<<<<<<< HEAD`, `=======`, `>>>>>>> branch`.
