@@ -406,6 +406,9 @@ def test_bench_command_small() -> None:
     start = report["session_start"]
     assert start["min"] <= start["median"] <= start["max"] and report["peak_rss_mb"]["start"] > 0
     assert report["session_start_ratio"] == start["median"] / report["bare_python"]["median"]
+    hook, grep, jieba = report["warm_hook"], report["grep"], report["jieba_alone"]
+    assert report["warm_hook_grep_ratio"] == hook["median"] / grep["median"] and grep["min"] > 0
+    assert report["cold_build_jieba_ratio"] == report["cold_build"]["median"] / jieba["median"]
 
 
 BAD = b"bad\xff".decode("utf-8", "surrogateescape")  # what the system makes of `$'bad\xff'`

@@ -86,7 +86,7 @@ def test_inject_does_not_load_what_it_does_not_need(tmp_path: Path) -> None:
         f"sys.argv = {['sagemem', '--dir', str(memory), 'inject', '--query', '怎么部署 deploy']!r}\n"
         "try:\n    cli(prog_name='sagemem')\nexcept SystemExit:\n    pass"
     )
-    done = loaded(code, ("yaml", "jieba", "filelock", "sagemem.memory_store"))
+    done = loaded(code, ("yaml", "jieba", "rjieba", "filelock", "sagemem.memory_store"))
     assert "project_x.md" in done.stdout
     assert done.stderr.strip() == ""
 
@@ -116,7 +116,7 @@ def test_the_mcp_server_answers_without_the_sdk_or_pydantic(tmp_path: Path) -> N
         f"sys.argv = {['sagemem', '--dir', str(memory), 'mcp']!r}\n"
         "try:\n    main()\nexcept SystemExit:\n    pass"
     )
-    done = loaded(code, ("mcp", "pydantic", "anyio", "jieba", "detect_secrets"))
+    done = loaded(code, ("mcp", "pydantic", "anyio", "jieba", "rjieba", "detect_secrets"))
     assert '"serverInfo"' in done.stdout and done.stderr.strip() == ""
 
 
@@ -124,7 +124,8 @@ def test_the_prompt_hook_loads_only_what_it_needs(tmp_path: Path) -> None:
     """Every import is paid on every prompt: none of these may creep onto the hook's path."""
     memory = warm_memory(tmp_path)
     code = hook_code({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "怎么部署 deploy"})
-    heavy = ("click", "yaml", "jieba", "filelock", "dataclasses", "inspect", "tempfile", "shutil", "shlex")
+    heavy = ("click", "yaml", "jieba", "rjieba", "filelock", "dataclasses", "inspect", "tempfile", "shutil")
+    heavy += ("shlex",)
     heavy += ("subprocess", "multiprocessing", "concurrent.futures", "detect_secrets")
     heavy += ("sagemem.memory_store", "sagemem.care", "sagemem.dream")  # the pattern pass is light
     done = loaded(code, heavy, {**os.environ, "SAGEMEM_DIR": str(memory)})

@@ -52,11 +52,15 @@ from ..store.records import TYPE_CHECKING, Record
 if TYPE_CHECKING:
     from typing import Any
 
+    # Given the jobs of a batch and the deadline: what gives their results.
+    Reader = Callable[[list[tuple[Any, ...]], float | None], Callable[[], list["_Fresh"]]]
+
 FORMAT = 12  # 12: a frontmatter value with ": " in it is read (such files were unreadable)
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 
 DEAD = 0xFFFFFFFF  # a free paragraph id
-BATCH = 500  # files tokenised per transaction
+BATCH = 500  # files tokenised per transaction, to begin with (`_batches`)
+MAX_BATCH = 4000
 PARALLEL_FROM = 1000  # files to read before worker processes repay their start
 BUSY_MS = 20_000
 ARRAYS = (
@@ -376,24 +380,46 @@ def refresh(
     }
     todo = sorted(name for name, stamp in files.items() if _stale(seen.get(name), stamp, full))
     gone = {name: stamp for name, (stamp, _, _) in seen.items() if name not in files}
-    with _readers(len(todo)) as read_all:
-        for start in range(0, max(len(todo), 1), BATCH):
-            if start and _past(deadline):
-                return len(todo) - start
+    bounds = _batches(len(todo), grow=deadline is None)
+    with _readers(len(todo)) as reader:
+
+        def submit(start: int, end: int) -> tuple[list[str], Callable[[], list[_Fresh]]]:
             # Another process may be building too: skip what it has stored since.
-            names = _behind(conn, todo[start : start + BATCH], files, full)
+            names = _behind(conn, todo[start:end], files, full)
             jobs = [
                 (memory_dir / n, files[n], _known(seen.get(n), files[n]), index_file, full) for n in names
             ]
-            read = read_all(jobs, deadline)
+            return names, reader(jobs, deadline)
+
+        ahead = None
+        for i, (start, end) in enumerate(bounds):
+            if start and _past(deadline):
+                return len(todo) - start
+            names, results = ahead or submit(start, end)
+            read = results()
+            # Without a deadline the next batch is read while this one is written.
+            ahead = submit(*bounds[i + 1]) if deadline is None and i + 1 < len(bounds) else None
             fresh = dict(zip(names, read, strict=False))  # `read` is shorter past the deadline
             with _writing(conn):
                 _apply(conn, fresh, gone if start == 0 else {})
             if progress is not None:
-                progress(min(start + BATCH, len(todo)), len(todo))
+                progress(end, len(todo))
             if len(read) < len(names):
                 return len(todo) - start - len(read)
     return 0
+
+
+def _batches(count: int, grow: bool) -> list[tuple[int, int]]:
+    """Where each transaction's files start and end (one, empty, when there are none). Each
+    transaction rewrites the rows of every term its files hold, so a build without a deadline
+    doubles its batches up to `MAX_BATCH`: a first build of 10,000 files writes each row 5
+    times, not 20; with a deadline they stay small, so it is checked often."""
+    bounds, start, size = [], 0, BATCH
+    while start < count or not bounds:
+        bounds.append((start, min(start + size, count)))
+        start += size
+        size = min(size * 2, MAX_BATCH) if grow else size
+    return bounds
 
 
 def _stale(row: tuple[str, str | None, bool] | None, stamp: str, full: bool) -> bool:
@@ -435,13 +461,15 @@ def _behind(conn: sqlite3.Connection, names: list[str], files: dict[str, str], f
 
 
 @contextlib.contextmanager
-def _readers(count: int) -> Iterator[Callable[[list[tuple[Any, ...]], float | None], list[_Fresh]]]:
+def _readers(count: int) -> Iterator[Reader]:
     """Reads files in worker processes when there are enough to repay starting them (a first
-    build; Chinese text costs most), else in this one. Workers are spawned, not forked: the
-    caller may hold threads (a watcher) and an open database."""
+    build; Chinese text costs most), else in this one. Either way a reader is given the jobs
+    and returns what gives their results: the workers start on them at once, so the caller
+    can write one batch while the next is read. Workers are spawned, not forked: the caller
+    may hold threads (a watcher) and an open database."""
     cpus = os.cpu_count() or 1
     if count < PARALLEL_FROM or cpus < 2:
-        yield _in_process
+        yield lambda jobs, deadline: lambda: _in_process(jobs, deadline)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -450,17 +478,28 @@ def _readers(count: int) -> Iterator[Callable[[list[tuple[Any, ...]], float | No
     try:
         pool = ProcessPoolExecutor(min(cpus, 4), mp_context=multiprocessing.get_context("spawn"))
     except (OSError, ValueError):  # no processes allowed here: read in this one
-        yield _in_process
+        yield lambda jobs, deadline: lambda: _in_process(jobs, deadline)
         return
 
-    def read_all(jobs: list[tuple[Any, ...]], deadline: float | None) -> list[_Fresh]:
-        try:  # a whole batch at a time: the deadline is checked between batches
-            return list(pool.map(_read_job, jobs, chunksize=25))
-        except (BrokenProcessPool, OSError):  # workers killed or not allowed: read here
+    def read(jobs: list[tuple[Any, ...]], deadline: float | None) -> Callable[[], list[_Fresh]]:
+        def here() -> list[_Fresh]:  # workers killed or not allowed: read in this process
             return _in_process(jobs, deadline)
 
+        try:  # a whole batch at a time: the deadline is checked between batches
+            results = pool.map(_read_job, jobs, chunksize=25)
+        except (BrokenProcessPool, OSError, RuntimeError):
+            return here
+
+        def gather() -> list[_Fresh]:
+            try:
+                return list(results)
+            except (BrokenProcessPool, OSError):
+                return here()
+
+        return gather
+
     with pool:
-        yield read_all
+        yield read
 
 
 def _read_job(job: tuple[Any, ...]) -> _Fresh:
@@ -541,36 +580,37 @@ def load_arrays(conn: sqlite3.Connection) -> dict[str, array[int]]:
 
 
 class _Changes:
-    """Postings to remove and to add, gathered per term so each term's row is written once."""
+    """Postings to remove and to add, gathered per term so each term's row is written once
+    (per column: descriptions, paragraphs)."""
 
     def __init__(self) -> None:
-        self.drop: dict[tuple[int, str], set[int]] = {}
-        self.add: dict[tuple[int, str], array[int]] = {}
+        self.drop: tuple[dict[str, set[int]], dict[str, set[int]]] = ({}, {})
+        self.add: tuple[dict[str, array[int]], dict[str, array[int]]] = ({}, {})
 
     def remove(self, column: int, tf: dict[str, int], doc: int) -> None:
+        drop = self.drop[column]
         for term in tf:
-            self.drop.setdefault((column, term), set()).add(doc)
+            drop.setdefault(term, set()).add(doc)
 
     def put(self, column: int, tf: dict[str, int], doc: int) -> None:
+        # Run once for each posting of a build: no tuple, no call but the lookup.
+        add = self.add[column]
+        row = add.get
         for term, count in tf.items():
-            self.add.setdefault((column, term), array("I")).extend((doc, count))
+            pairs = row(term)
+            if pairs is None:
+                add[term] = array("I", (doc, count))
+            else:
+                pairs.append(doc)
+                pairs.append(count)
 
     def write(self, conn: sqlite3.Connection, empty: bool) -> None:
-        terms = sorted({term for _, term in self.drop} | {term for _, term in self.add})
+        terms = sorted(set().union(*self.drop, *self.add))
+        stored = {} if empty else _rows(conn, terms)
         rows = []
         for term in terms:
-            old = (
-                (None, None)
-                if empty
-                else conn.execute(
-                    "SELECT descriptions, paragraphs FROM terms WHERE term = ?", (term,)
-                ).fetchone()
-                or (None, None)
-            )
-            new = [
-                self._merge(old[column], self.drop.get((column, term)), self.add.get((column, term)))
-                for column in (0, 1)
-            ]
+            old = stored.get(term, (None, None))
+            new = [self._merge(old[c], self.drop[c].get(term), self.add[c].get(term)) for c in (0, 1)]
             rows.append((term, *new))
         conn.executemany("DELETE FROM terms WHERE term = ?", [(t,) for t, d, p in rows if not d and not p])
         conn.executemany("INSERT OR REPLACE INTO terms VALUES (?, ?, ?)", [r for r in rows if r[1] or r[2]])
@@ -588,6 +628,19 @@ class _Changes:
         if add:
             pairs.extend(add)
         return pairs.tobytes() if pairs else None
+
+
+def _rows(conn: sqlite3.Connection, terms: list[str]) -> dict[str, tuple[bytes | None, bytes | None]]:
+    """The stored rows of `terms`, a few hundred a query (one query each cost more than the
+    merge of a large batch)."""
+    found = {}
+    for start in range(0, len(terms), 500):
+        chunk = terms[start : start + 500]
+        query = (
+            f"SELECT term, descriptions, paragraphs FROM terms WHERE term IN ({','.join('?' * len(chunk))})"  # noqa: S608
+        )
+        found.update((term, (d, p)) for term, d, p in conn.execute(query, chunk))
+    return found
 
 
 def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, str]) -> None:
