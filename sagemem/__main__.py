@@ -11,12 +11,31 @@ import sys
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "hook":
-        from .agents.hooks import main as hook
-
-        raise SystemExit(hook(sys.argv[2:]))
+        raise SystemExit(_hook(sys.argv[2:]))
     from .cli import main as cli
 
     cli()
+
+
+def _hook(argv: list[str]) -> int:
+    """A hook: run by the resident process when one answers (`agents/relay.py`), else here;
+    when none was there, one is started for the next hooks, once this one has answered."""
+    from .agents import relay
+
+    status = relay.run(argv)
+    if status is not None:
+        return status
+    from .agents.hooks import main as hook
+
+    status = hook(argv)
+    if relay.outcome == "absent":
+        try:
+            from .agents.daemon import start
+
+            start()
+        except Exception:  # noqa: BLE001, S110 - the next hook tries again; this one has answered
+            pass
+    return status
 
 
 if __name__ == "__main__":

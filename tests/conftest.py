@@ -44,6 +44,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lexicon_dir: P
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("SAGEMEM_LEXICON", str(lexicon_dir))
     monkeypatch.setenv("SAGEMEM_MODEL", "off")  # no embedding model of this machine's (`related.py`)
+    # Hooks run in their own process: a resident process would outlive the test. The tests
+    # of the resident process turn it on, in a folder of their own (`test_daemon.py`).
+    monkeypatch.setenv("SAGEMEM_DAEMON", "off")
 
 
 @pytest.fixture

@@ -228,14 +228,15 @@ def test_the_hook_module_loads_only_store_and_search() -> None:
 # The package modules the prompt hook loads, event by event: a new one is a cost paid on
 # every prompt, to be weighed (`sagemem bench`) and then added here on purpose.
 PROMPT_HOOK = {
-    "sagemem", "sagemem.__main__", "sagemem.agents", "sagemem.agents.hooks",
+    "sagemem", "sagemem.__main__", "sagemem.agents", "sagemem.agents.hooks", "sagemem.agents.relay",
     "sagemem.search", "sagemem.search.bilingual", "sagemem.search.bm25", "sagemem.search.cache",
     "sagemem.search.corpus", "sagemem.search.decide", "sagemem.search.fitted", "sagemem.search.inject",
     "sagemem.search.lexicon", "sagemem.search.related", "sagemem.search.render", "sagemem.search.tables",
     "sagemem.search.retrieve", "sagemem.search.session", "sagemem.search.tokenize",
     "sagemem.store", "sagemem.store.command", "sagemem.store.config", "sagemem.store.digests",
     "sagemem.store.errors",
-    "sagemem.store.files", "sagemem.store.ledger", "sagemem.store.locking", "sagemem.store.log",
+    "sagemem.store.files", "sagemem.store.journal", "sagemem.store.ledger", "sagemem.store.locking",
+    "sagemem.store.log",
     "sagemem.store.names", "sagemem.store.records", "sagemem.store.secret_shapes",
     "sagemem.store.secrets", "sagemem.store.shape", "sagemem.store.text",
 }  # fmt: skip

@@ -219,6 +219,7 @@ def test_any_sequence_of_changes_leaves_the_index_a_fresh_build_would(
         elif path.exists() and operation == "touch":
             os.utime(path, ns=(1, path.stat().st_mtime_ns + 10**9))
         cached = load(store.memory_dir, store.state_dir)
+        assert cached.repaired == ""  # kept up to date, never found damaged and built again
     assert contents(cached if steps else load(store.memory_dir, store.state_dir)) == contents(fresh(store))
 
 

@@ -281,3 +281,62 @@ def watch(ctx: _Context) -> None:
         run(store, lambda line: say(line), stop)
     except KeyboardInterrupt:
         stop.set()
+
+
+@cli.group(invoke_without_command=True)
+@json_option
+@click.pass_context
+def daemon(click_ctx: click.Context, as_json: bool) -> None:
+    """The resident process that runs hooks warm: status (default), start, stop, serve.
+
+    Hooks start it themselves, and it ends after half an hour without a hook; these commands
+    are for looking at it and for scripts. SAGEMEM_DAEMON=off: hooks run in their own process.
+    """
+    if click_ctx.invoked_subcommand is None:
+        click_ctx.invoke(daemon_status, as_json=as_json)
+
+
+@daemon.command("status")
+@json_option
+def daemon_status(as_json: bool = False) -> None:
+    """Whether it runs, and which memory directories it watches."""
+    from ..agents.daemon import status
+
+    found = status()
+    if as_json:
+        return _print_json(found)
+    if not found["enabled"]:
+        return say("hooks run in their own process here (Linux only; SAGEMEM_DAEMON=off turns it off)")
+    if not found["running"]:
+        return say(f"not running (the next hook starts it); socket {found['socket']}")
+    journal = "watches" if found["journal"] else "cannot watch (no inotify), lists"
+    say(f"running, pid {found['pid']}, {count(found['hooks'], 'hook')} run; {journal}:")
+    for folder in found["watched"]:
+        say(f"  {folder}")
+
+
+@daemon.command("start")
+def daemon_start() -> None:
+    """Start it in the background now, rather than at the next hook."""
+    from ..agents.daemon import start, status
+
+    if status()["running"]:
+        return say("already running")
+    say("started" if start(asked=True) else "not started: hooks run in their own process here")
+
+
+@daemon.command("stop")
+def daemon_stop() -> None:
+    """End it; the next hook starts it again unless SAGEMEM_DAEMON=off."""
+    from ..agents.daemon import stop
+
+    say("stopped" if stop() else "not running")
+
+
+@daemon.command("serve", hidden=True)
+@click.option("--key", default=None, help="The installation the starting hook expects.")
+def daemon_serve(key: str | None) -> None:
+    """Run it in the foreground (what `start` runs, detached)."""
+    from ..agents.daemon import serve
+
+    serve(key)

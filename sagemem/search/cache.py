@@ -42,6 +42,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ..store import journal
 from ..store.config import temp_dir, user_cache_dir
 from ..store.digests import sha256_hex
 from ..store.errors import SagememError
@@ -63,6 +64,8 @@ BATCH = 500  # files tokenised per transaction, to begin with (`_batches`)
 MAX_BATCH = 4000
 PARALLEL_FROM = 1000  # files to read before worker processes repay their start
 BUSY_MS = 20_000
+# What BM25 needs besides the postings: document counts and summed lengths.
+STATISTICS = ("descriptions_count", "descriptions_total", "paragraphs_count", "paragraphs_total")
 ARRAYS = (
     "description_lengths",
     "paragraph_lengths",
@@ -133,10 +136,55 @@ def listing(memory_dir: Path) -> dict[str, str]:
                 info = item.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # removed while the directory was being listed
-            # ctime too: an edit that keeps the size and restores the mtime (cp -p, rsync -t,
-            # tar) still changes it.
-            found[name] = f"{info.st_mtime_ns} {info.st_size} {info.st_ino} {info.st_ctime_ns}"
+            found[name] = _stamp(info)
     return found
+
+
+def _stamp(info: os.stat_result) -> str:
+    # ctime too: an edit that keeps the size and restores the mtime (cp -p, rsync -t, tar)
+    # still changes it.
+    return f"{info.st_mtime_ns} {info.st_size} {info.st_ino} {info.st_ctime_ns}"
+
+
+def stamp_of(path: Path) -> str | None:
+    """A file's stamp as `listing` gives it; None when it is no regular file (gone, a link)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return _stamp(info) if stat.S_ISREG(info.st_mode) else None
+
+
+class _Look:
+    """What a call knows of the directory's files: every file's stamp (`listing`, taken once
+    a call, when needed), or, when this process has the change journal (a hook the resident
+    process runs) and it can answer for the mark the index stored, the stamps of the files
+    changed since that mark alone."""
+
+    def __init__(self, memory_dir: Path) -> None:
+        self.memory_dir = memory_dir
+        self._files: dict[str, str] | None = None
+        self._journal = journal.current()
+        self.folder = str(memory_dir.absolute())
+        # Taken before any file is looked at: the index then matches the directory as of it.
+        self.mark = None if self._journal is None else self._journal.mark(self.folder)
+        if self._journal is not None and self.mark is None:
+            journal.wanted.add(self.folder)  # the resident process watches it from now on
+
+    def files(self) -> dict[str, str]:
+        if self._files is None:
+            self._files = listing(self.memory_dir)
+        return self._files
+
+    def since(self, stored: object) -> dict[str, str | None] | None:
+        """The stamps now of the files changed since the index's mark `stored` (None for one
+        that is no file now); None when every file must be looked at."""
+        if self._journal is None or self.mark is None:
+            return None
+        names = self._journal.since(self.folder, stored)
+        if names is None:
+            return None
+        return {name: stamp_of(self.memory_dir / name) for name in names}
 
 
 def open_index(
@@ -153,13 +201,13 @@ def open_index(
     one), files still unread when it passes are left for the next call, which goes on where
     this one stopped: the answer comes from what is indexed (`Snapshot.pending` counts the
     rest), never after the harness has given up on the hook."""
-    files = listing(memory_dir)
+    look = _Look(memory_dir)
     for place in _places(memory_dir, state_dir) if use_cache else []:
-        found = _open_at(place, memory_dir, files, index_file, progress, deadline)
+        found = _open_at(place, memory_dir, look, index_file, progress, deadline)
         if found is not None:
             return found
     conn = _connect(None)  # in memory: nothing to be damaged or unwritable
-    pending = refresh(conn, memory_dir, files, index_file, progress, deadline)
+    pending = refresh(conn, memory_dir, look, index_file, progress, deadline)
     return _snapshot(conn, pending=pending)
 
 
@@ -188,7 +236,7 @@ def damaged(exc: BaseException) -> bool:
 def _open_at(
     place: Path,
     memory_dir: Path,
-    files: dict[str, str],
+    look: _Look,
     index_file: Indexed,
     progress: Progress | None,
     deadline: float | None = None,
@@ -200,7 +248,7 @@ def _open_at(
         conn = None
         try:
             conn = _connect(place)
-            pending = refresh(conn, memory_dir, files, index_file, progress, deadline)
+            pending = refresh(conn, memory_dir, look, index_file, progress, deadline)
             return _snapshot(conn, place, repaired, pending)
         except (OSError, sqlite3.OperationalError) as exc:
             if conn is not None:
@@ -358,28 +406,39 @@ def digest(files: dict[str, str]) -> str:
 def refresh(
     conn: sqlite3.Connection,
     memory_dir: Path,
-    files: dict[str, str],
+    look: _Look,
     index_file: Indexed,
     progress: Progress | None = None,
     deadline: float | None = None,
 ) -> int:
-    """Bring the index up to date with `files` (a `listing`), or as far as `deadline` allows
-    (at least one file a call, so a slow one is not put off for ever); returns how many
-    changed files are left unread.
+    """Bring the index up to date with the directory, or as far as `deadline` allows (at
+    least one file a call, so a slow one is not put off for ever); returns how many changed
+    files are left unread.
 
     With a deadline (the prompt hook) a file's secrets are looked for by the pattern pass,
     which needs no detect-secrets; without one, by the full scan, and a file the pattern
     pass alone has seen is read again, so what the index redacts is the full scan's."""
     full = deadline is None
+    meta = _meta(conn)
     unscanned = full and conn.execute("SELECT 1 FROM files WHERE NOT scanned LIMIT 1").fetchone() is not None
-    if not unscanned and _meta(conn).get("digest") == digest(files):
-        return 0
-    seen = {
-        name: (stamp, version, bool(scanned))
-        for name, stamp, version, scanned in conn.execute("SELECT name, stamp, version, scanned FROM files")
-    }
+    changed = None if unscanned else look.since(meta.get("journal"))
+    if changed is not None:  # the journal names what changed: only those are looked at
+        files = {name: stamp for name, stamp in changed.items() if stamp is not None}
+        seen = _stored(conn, list(changed))
+        gone = {name: row[0] for name, row in seen.items() if name not in files}
+        listed = None
+    else:
+        files = listed = look.files()
+        if not unscanned and meta.get("digest") == digest(files):
+            if look.mark is not None and meta.get("journal") != look.mark:
+                with _writing(conn):
+                    _put_meta(conn, {"journal": look.mark})
+            return 0
+        seen = _stored(conn)
+        gone = {name: stamp for name, (stamp, _, _) in seen.items() if name not in files}
     todo = sorted(name for name, stamp in files.items() if _stale(seen.get(name), stamp, full))
-    gone = {name: stamp for name, (stamp, _, _) in seen.items() if name not in files}
+    if not todo and not gone and look.mark == meta.get("journal") and listed is None:
+        return 0  # only files with several links were looked at, and none changed
     bounds = _batches(len(todo), grow=deadline is None)
     with _readers(len(todo)) as reader:
 
@@ -400,13 +459,38 @@ def refresh(
             # Without a deadline the next batch is read while this one is written.
             ahead = submit(*bounds[i + 1]) if deadline is None and i + 1 < len(bounds) else None
             fresh = dict(zip(names, read, strict=False))  # `read` is shorter past the deadline
+            done = i == len(bounds) - 1 and len(read) == len(names)
+            # The listing's digest once it is all in; the journal's mark once what changed
+            # since the last one is (until then the last one still says what to look at).
+            marks: dict[str, Any] = {"digest": digest(listed) if done and listed is not None else None}
+            if done and look.mark is not None:
+                marks["journal"] = look.mark
             with _writing(conn):
-                _apply(conn, fresh, gone if start == 0 else {})
+                _apply(conn, fresh, gone if start == 0 else {}, marks)
             if progress is not None:
                 progress(end, len(todo))
             if len(read) < len(names):
                 return len(todo) - start - len(read)
     return 0
+
+
+def _stored(
+    conn: sqlite3.Connection, names: list[str] | None = None
+) -> dict[str, tuple[str, str | None, bool]]:
+    """(stamp, version, scanned) of every file the index holds, or of `names` among them."""
+    query = "SELECT name, stamp, version, scanned FROM files"
+    if names is None:
+        rows = conn.execute(query).fetchall()
+    else:
+        rows = []
+        for start in range(0, len(names), 500):
+            chunk = names[start : start + 500]
+            rows += conn.execute(f"{query} WHERE name IN ({','.join('?' * len(chunk))})", chunk).fetchall()  # noqa: S608
+    return {name: (stamp, version, bool(scanned)) for name, stamp, version, scanned in rows}
+
+
+def _put_meta(conn: sqlite3.Connection, values: dict[str, Any]) -> None:
+    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(values.items()))
 
 
 def _batches(count: int, grow: bool) -> list[tuple[int, int]]:
@@ -526,18 +610,22 @@ def _read(path: Path, stamp: str, version: str | None, index_file: Indexed, full
 
 
 class _Arrays:
-    """The per-id arrays, loaded and saved whole: four bytes per id."""
+    """The per-id arrays, loaded and saved whole (four bytes per id), and the statistics kept
+    beside them, changed as ids are taken and released (never summed over every id)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, meta: dict[str, Any]) -> None:
         self.data = load_arrays(conn)
-        owners = self.data["paragraph_owners"]
-        self.free = [pid for pid in range(len(owners) - 1, -1, -1) if owners[pid] == DEAD]
+        self._free: list[int] | None = None  # found when the first id is taken
+        self.stats = {name: int(meta.get(name) or 0) for name in STATISTICS}
 
     def release(self, pid: int) -> None:
+        free = self._free_ids()  # found before this id is marked free, so it is in it once
+        self.stats["paragraphs_count"] -= 1
+        self.stats["paragraphs_total"] -= self.data["paragraph_lengths"][pid]
         for name in ("paragraph_lengths", "paragraph_starts", "paragraph_ends"):
             self.data[name][pid] = 0
         self.data["paragraph_owners"][pid] = DEAD
-        self.free.append(pid)
+        free.append(pid)
 
     def take(self, length: int, owner: int, start: int, end: int) -> int:
         values = {
@@ -546,20 +634,30 @@ class _Arrays:
             "paragraph_starts": start,
             "paragraph_ends": end,
         }
-        pid = self.free.pop() if self.free else len(self.data["paragraph_owners"])
+        free = self._free_ids()
+        pid = free.pop() if free else len(self.data["paragraph_owners"])
         for name, value in values.items():
             column = self.data[name]
             if pid == len(column):
                 column.append(value)
             else:
                 column[pid] = value
+        self.stats["paragraphs_count"] += 1
+        self.stats["paragraphs_total"] += length
         return pid
 
     def describe(self, doc: int, length: int) -> None:
         lengths = self.data["description_lengths"]
         if doc >= len(lengths):
             lengths.extend([0] * (doc + 1 - len(lengths)))
+        self.stats["descriptions_total"] += length - lengths[doc]
         lengths[doc] = length
+
+    def _free_ids(self) -> list[int]:
+        if self._free is None:
+            owners = self.data["paragraph_owners"]
+            self._free = [pid for pid in range(len(owners) - 1, -1, -1) if owners[pid] == DEAD]
+        return self._free
 
     def save(self, conn: sqlite3.Connection) -> None:
         conn.executemany(
@@ -643,16 +741,20 @@ def _rows(conn: sqlite3.Connection, terms: list[str]) -> dict[str, tuple[bytes |
     return found
 
 
-def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, str]) -> None:
+def _apply(
+    conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, str], marks: dict[str, Any]
+) -> None:
     """Write one batch of changes, checked against the rows as they are now (another process
-    may have written some of them since this one looked)."""
-    arrays = _Arrays(conn)
+    may have written some of them since this one looked), and `marks` into the meta table
+    (the listing's digest, the journal's mark)."""
+    arrays = _Arrays(conn, _meta(conn))
     changes = _Changes()
     empty = conn.execute("SELECT 1 FROM terms LIMIT 1").fetchone() is None
 
     def release(doc: int, tokens: bytes | None) -> None:
         if tokens is None:
             return
+        arrays.stats["descriptions_count"] -= 1
         described, paragraphs, pids = json.loads(tokens)
         changes.remove(0, described, doc)
         for tf, pid in zip(paragraphs, pids, strict=True):
@@ -688,6 +790,7 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, s
         arrays.describe(doc, 0)
         if item.entry is not None and item.tokens is not None:
             described, paragraphs = item.tokens
+            arrays.stats["descriptions_count"] += 1
             changes.put(0, described, doc)
             arrays.describe(doc, sum(described.values()))
             pids = []
@@ -713,24 +816,7 @@ def _apply(conn: sqlite3.Connection, fresh: dict[str, _Fresh], gone: dict[str, s
         )
     changes.write(conn, empty)
     arrays.save(conn)
-    lengths = arrays.data
-    live = [
-        n
-        for n, owner in zip(lengths["paragraph_lengths"], lengths["paragraph_owners"], strict=True)
-        if owner != DEAD
-    ]
-    stamps = dict(conn.execute("SELECT name, stamp FROM files"))
-    (memories,) = conn.execute("SELECT COUNT(*) FROM files WHERE tokens IS NOT NULL").fetchone()
-    conn.executemany(
-        "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-        [
-            ("digest", digest(stamps)),
-            ("descriptions_count", memories),
-            ("descriptions_total", sum(lengths["description_lengths"])),
-            ("paragraphs_count", len(live)),
-            ("paragraphs_total", sum(live)),
-        ],
-    )
+    _put_meta(conn, {**arrays.stats, **marks})
 
 
 def _restamp(entry: str, mtime: float) -> str:

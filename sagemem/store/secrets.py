@@ -119,6 +119,14 @@ def scan_patterns(text: str) -> list[Secret]:
     return _scan(text, _detectors(False))
 
 
+def prepare() -> None:
+    """Compile every pattern the pattern pass may use, now: for a process that starts hooks
+    already loaded (the resident process), so that none of them compiles one."""
+    _detectors(False)
+    for lazy in list(_Lazy.made):
+        lazy.compiled  # noqa: B018 - compiled on first use
+
+
 def redact(text: str, secrets: Iterable[Secret] | Iterable[tuple[int, int]] | None = None) -> str:
     """`text` with each secret's value (or each `(start, end)` span) replaced by MARKER; line
     endings and every other byte stay. A value that spans lines (a private key) becomes one
@@ -175,8 +183,11 @@ class _Lazy:
     """A regular expression compiled on first use: this module is imported on the prompt
     path, where most texts need few of them."""
 
+    made: list[_Lazy] = []  # every one, for `prepare`
+
     def __init__(self, pattern: str, flags: int = 0) -> None:
         self._args = (pattern, flags)
+        _Lazy.made.append(self)
 
     @property
     def compiled(self) -> re.Pattern[str]:
