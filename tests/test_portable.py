@@ -51,7 +51,14 @@ def git(*args: str, cwd: Path) -> str:
 
 def env_for(home: Path, path: str = os.defpath) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("SAGEMEM_", "VIRTUAL_ENV"))}
-    return {**keep, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "PATH": path}
+    # Hooks in their own process: a resident process would outlive the test (`test_daemon.py`).
+    return {
+        **keep,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "PATH": path,
+        "SAGEMEM_DAEMON": "off",
+    }
 
 
 def committed_commands(project: Path, harness: str) -> tuple[str, dict]:

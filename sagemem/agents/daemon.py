@@ -64,19 +64,23 @@ def start(*, asked: bool = False) -> bool:
             pass
     except OSError:
         return False
-    import subprocess
-
     from ..store.command import MODULE
 
+    null = os.devnull
     try:
-        subprocess.Popen(  # noqa: S603 - this interpreter, this package
+        # Spawned, not a `subprocess.Popen`: nothing to wait for, in a new session (no
+        # harness's signal or terminal reaches it), and with /dev/null for its streams:
+        # above all not the hook's stdout, which the harness reads to its end.
+        os.posix_spawn(
+            sys.executable,
             [sys.executable, *MODULE, "daemon", "serve", "--key", relay.key()],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # no harness's signal or terminal reaches it
-            close_fds=True,  # above all, not the hook's stdout: the harness reads it to its end
-            cwd="/",
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0),
+            ],
+            setsid=True,
         )
     except OSError:
         return False
@@ -168,6 +172,7 @@ def serve(expected_key: str | None = None, idle: float = IDLE_SECONDS) -> None:
         return  # one is serving already
     os.ftruncate(lock, 0)
     os.write(lock, str(os.getpid()).encode())
+    os.chdir("/")  # no folder of a project's kept busy
     with contextlib.suppress(FileNotFoundError):
         os.unlink(files["socket"])
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

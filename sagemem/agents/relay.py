@@ -27,7 +27,7 @@ from ..store.records import TYPE_CHECKING
 if TYPE_CHECKING:
     import _socket
 
-PROTOCOL = 1
+PROTOCOL = 2
 READY_SECONDS = 1.0  # a healthy resident process says "ready" within a millisecond or two
 OFF = ("off", "0", "no", "false")
 READY, GO = b"r", b"g"
@@ -114,9 +114,12 @@ def run(argv: list[str]) -> int | None:
 
 
 def _hand_over(conn: _socket.socket, argv: list[str]) -> int | None:
-    """Send the request and the streams; once the resident process says it is ready, say go
-    and wait for the hook's status. Nothing has been read from stdin or written to stdout
-    before "go", so until then this process can still run the hook itself."""
+    """Send the request; once the resident process says it is ready, say go, with the
+    streams, and wait for the hook's status. Nothing has been read from stdin or written to
+    stdout before "go", so until then this process can still run the hook itself. The
+    streams go only with "go": sent earlier, to a resident process that never reads them,
+    they would wait in its socket, and the harness would wait for the end of a stdout that
+    is still open there."""
     global outcome
     import _socket
     import marshal
@@ -125,15 +128,12 @@ def _hand_over(conn: _socket.socket, argv: list[str]) -> int | None:
     mask = os.umask(0o022)
     os.umask(mask)
     request = marshal.dumps((PROTOCOL, ["sagemem", "hook", *argv], os.getcwd(), dict(os.environ), mask))
-    streams = array("i", [0, 1, 2])
-    message = frame(request)
-    sent = conn.sendmsg([message], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams.tobytes())])
-    if sent < len(message):
-        conn.sendall(message[sent:])
+    conn.sendall(frame(request))
     if conn.recv(1) != READY:
         outcome = "refused"
         return None
-    conn.sendall(GO)
+    streams = array("i", [0, 1, 2])
+    conn.sendmsg([GO], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams.tobytes())])
     conn.settimeout(None)  # the hook's own deadline bounds it from here
     status = conn.recv(1)
     return status[0] if status else 0  # no status: it ended without one; the hook fails open

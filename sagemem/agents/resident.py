@@ -100,7 +100,7 @@ class Server:
         self.loaded = code()
         self.last = self.changed = time.monotonic()
         self.ending = False
-        self.served = 0
+        self.served = self.spared = 0  # hooks run, and how many of them by a spare
 
     def end(self) -> None:
         self.ending = True
@@ -132,8 +132,7 @@ class Server:
             if self.journal is not None and (self.journal.scanning or not ready):
                 self.journal.scan_step()  # a slice at a time, between hooks
                 self._spare_stale()
-            if not ready:
-                self._make_spare()
+            self._make_spare()
             if not self.children and time.monotonic() - self.last > self.idle:
                 return
 
@@ -154,6 +153,8 @@ class Server:
             "journal": self.journal is not None,
             "watched": self.journal.folders if self.journal is not None else [],
             "hooks": self.served,
+            "hooks_by_spare": self.spared,
+            "hooks_running": sum(1 for c in self.children.values() if c is not None),
             "spare": self.spare is not None and self.spare.ready,
             "idle_seconds": round(time.monotonic() - self.last, 1),
         }
@@ -170,19 +171,20 @@ class Server:
             conn.settimeout(REPLY_SECONDS)
             if not self.trusted(conn):
                 return conn.close()
-            data, streams = receive(conn, MAX_REQUEST_BYTES, 3)
+            data, streams = receive(conn, MAX_REQUEST_BYTES, 0)
             request = self.request(data)
             if request == "status":
                 with conn:
                     conn.sendall(marshal.dumps(self.status()))
                 return
-            if request is None or len(streams) != 3 or len(self.children) >= MAX_CHILDREN:
+            if request is None or len(self.children) >= MAX_CHILDREN:
                 return conn.close()
             if self.code() != self.loaded:  # upgraded: the package is not this process's code now
                 self.ending = True
                 return conn.close()
             conn.sendall(relay.READY)
-            if conn.recv(1) != relay.GO:
+            go, streams, flags, _ = socket.recv_fds(conn, 1, 3)
+            if go != relay.GO or len(streams) != 3 or flags & socket.MSG_CTRUNC:
                 return conn.close()
             self.last = time.monotonic()
             self._drain()  # every change made before the hook was asked for
@@ -191,6 +193,7 @@ class Server:
             spare, self.spare = self.spare, None
             if spare is not None and spare.ready and spare.take(request, streams, conn):
                 self.children[spare.pid] = conn
+                self.spared += 1
                 return
             if spare is not None:
                 spare.kill()

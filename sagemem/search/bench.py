@@ -184,6 +184,7 @@ def run(
             check=False,
         ).stdout.strip()
         env["SAGEMEM_LEXICON"] = found or "off"
+        env["SAGEMEM_DAEMON"] = "off"
         if scopes > 1:  # a project of its own, and a home whose user memory is the second scope
             env.update(HOME=str(Path(tmp) / "home"), XDG_CACHE_HOME=str(Path(tmp) / "home" / ".cache"))
         else:
