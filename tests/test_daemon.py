@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from sagemem.agents import daemon, relay
+from sagemem.agents import relay
 
 from .memories import QUESTION, make_project
 
@@ -45,6 +45,40 @@ def wait_for(condition: Callable[[], Any], seconds: float = 60.0) -> Any:
     raise AssertionError(f"still not so after {seconds} s: {condition}")
 
 
+class Daemon:
+    """`sagemem daemon ...` as its own process, from no project folder: the installation a
+    hook's process runs (an installed package, not this checkout when the tests import it
+    from here), whose resident process is the one hooks reach."""
+
+    @staticmethod
+    def cli(*args: str, **env: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-P", "-m", "sagemem", "daemon", *args],
+            capture_output=True,
+            text=True,
+            cwd="/",
+            env={**os.environ, **env},
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def status(self) -> dict[str, Any]:
+        return json.loads(self.cli("status", "--json"))
+
+    def start(self) -> bool:
+        return self.cli("start").strip() == "started"
+
+    def stop(self) -> None:
+        self.cli("stop")
+
+    def socket(self) -> str:
+        return str(self.status()["socket"])
+
+
+daemon = Daemon()
+
+
 @pytest.fixture
 def run_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A folder of this test's for the resident process's socket (short: a socket's path has
@@ -55,14 +89,14 @@ def run_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     try:
         yield folder
     finally:
-        daemon.stop(wait=10.0)
+        daemon.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
 def resident(run_dir: Path) -> dict[str, Any]:
     """A resident process serving this installation, ready."""
-    assert daemon.start(asked=True)
+    assert daemon.start()
     return wait_for(lambda: daemon.status()["running"] and daemon.status())
 
 
@@ -203,12 +237,7 @@ def test_off_means_no_resident_process(tmp_path: Path, run_dir: Path) -> None:
     project = make_project(tmp_path / "proj")
     assert "five years" in prompt(project, QUESTION, SAGEMEM_DAEMON="off")
     assert not (run_dir / f"sagemem-{os.getuid()}").exists()
-    assert subprocess.run(
-        [sys.executable, "-m", "sagemem", "daemon", "start"],
-        env={**os.environ, "SAGEMEM_DAEMON": "off"},
-        capture_output=True,
-        text=True,
-    ).stdout.startswith("not started")
+    assert daemon.cli("start", SAGEMEM_DAEMON="off").startswith("not started")
 
 
 def test_a_sandboxed_hook_runs_in_its_own_process(tmp_path: Path, resident: dict[str, Any]) -> None:
@@ -236,7 +265,7 @@ def test_a_sandboxed_hook_runs_in_its_own_process(tmp_path: Path, resident: dict
 
 
 def test_garbage_on_the_socket_is_refused_and_it_serves_on(tmp_path: Path, resident: dict[str, Any]) -> None:
-    path = daemon.paths()["socket"]
+    path = daemon.socket()
     bad = [
         b"",
         b"\x00\x00\x00\x05hello",
@@ -267,7 +296,7 @@ def test_a_go_without_the_streams_is_refused(tmp_path: Path, resident: dict[str,
     for go in (relay.GO, b"x"):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(10)
-            conn.connect(daemon.paths()["socket"])
+            conn.connect(daemon.socket())
             conn.sendall(relay.frame(request))
             assert conn.recv(1) == relay.READY
             conn.sendall(go)
@@ -303,7 +332,7 @@ def test_a_resident_process_that_never_answers_costs_one_wait(tmp_path: Path, ru
     folder = run_dir / f"sagemem-{os.getuid()}"
     folder.mkdir(mode=0o700)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wedged:
-        wedged.bind(daemon.paths()["socket"])
+        wedged.bind(daemon.socket())
         wedged.listen(8)  # accepts into its backlog, never reads
         project = make_project(tmp_path / "proj")
         assert "five years" in prompt(project, QUESTION)
@@ -313,19 +342,13 @@ def test_a_socket_folder_others_may_enter_is_not_used(tmp_path: Path, run_dir: P
     folder = run_dir / f"sagemem-{os.getuid()}"
     folder.mkdir(mode=0o700)
     folder.chmod(0o777)
-    assert not daemon.start(asked=True)
+    assert not daemon.start()
     assert "five years" in prompt(make_project(tmp_path / "proj"), QUESTION)
     assert not daemon.status()["running"] and not list(folder.iterdir())
 
 
 def test_the_cli_starts_reports_and_stops_it(tmp_path: Path, run_dir: Path) -> None:
-    def cli(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "sagemem", "daemon", *args], capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
+    cli = daemon.cli
     assert json.loads(cli("status", "--json"))["running"] is False
     assert cli("start").strip() == "started"
     found = wait_for(lambda: json.loads(cli("--json"))["running"] and json.loads(cli("--json")))
