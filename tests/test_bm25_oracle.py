@@ -69,8 +69,10 @@ def test_index_scores_are_the_reference_bm25(
         (folder / name).unlink()
     write(folder, then)
 
-    with load(folder, store.state_dir) as corpus:
-        # What each live document holds, from the files themselves: doc ids as the index has them.
+    with load(folder, store.state_dir) as corpus, load(folder, store.state_dir) as whole:
+        # What each live document holds, from the files themselves: doc ids as the index has
+        # them, walked on a second corpus read whole (`corpus` reads what the query needs).
+        whole.read_arrays()
         rows = corpus._conn.execute("SELECT name, doc FROM files WHERE entry IS NOT NULL")
         names = dict(rows.fetchall())
         assert set(names) == set(then)
@@ -78,8 +80,8 @@ def test_index_scores_are_the_reference_bm25(
         for name, doc in names.items():
             _, (description, bodies) = index_file(name, (folder / name).read_bytes(), 0.0)
             described[doc] = expanded(description)
-            pids = [p for p in range(len(corpus.owners)) if corpus.owners[p] == doc]
-            pids.sort(key=lambda p: corpus.starts[p])
+            pids = [p for p in range(len(whole.owners)) if whole.owners[p] == doc]
+            pids.sort(key=lambda p: whole.starts[p])
             assert len(pids) == len(bodies)
             paragraphs.update({p: expanded(b) for p, b in zip(pids, bodies, strict=True)})
 

@@ -55,6 +55,7 @@ def opened(store: MemoryStore, **kwargs: Any) -> tuple[Corpus, list[str]]:
 def contents(corpus: Corpus) -> dict[str, Any]:
     """Everything retrieval can see, keyed by names and lines rather than ids."""
     conn = corpus._conn
+    corpus.read_arrays()
     names = dict(conn.execute("SELECT doc, name FROM files WHERE entry IS NOT NULL"))
     terms: dict[str, Any] = {}
     for (term,) in conn.execute("SELECT term FROM terms"):
@@ -395,3 +396,44 @@ def test_jieba_cuts_at_most_a_bounded_part_of_one_memory() -> None:
     whole, paired = document_tokens(text), document_tokens(text, words=0)
     assert set(paired) <= set(whole) and "部署" in paired  # the pairs are always there
     assert len(whole) - len(paired) < len(document_tokens(text[:MAX_SEGMENTED_CHARS]))
+
+
+def test_a_query_reads_the_slices_its_terms_name_and_a_change_writes_the_slices_it_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-id arrays cost a query what its terms' postings name, not the directory's size:
+    with slices of 4 ids, a word one memory holds reads one slice per array."""
+    files = {
+        f"project_n{n:02d}.md": f"---\ndescription: note {n} word{n}\n---\n\nfirst word{n}\n\nsecond {n}\n"
+        for n in range(40)
+    }
+    store = make(tmp_path / "mem", files)
+    expected = contents(fresh(store))
+    wanted = [h.file for h in search(fresh(store), "word17 second").hits]
+    monkeypatch.setattr(cache, "SLICE", 4)
+    load(store.memory_dir, store.state_dir).close()  # built with slices of 4 ids
+
+    statements: list[str] = []
+    corpus = load(store.memory_dir, store.state_dir)
+    corpus._conn.set_trace_callback(statements.append)
+    assert [h.file for h in search(corpus, "word17").hits] == ["project_n17.md"]
+    reads = [s for s in statements if "FROM arrays" in s]
+    # one slice of description lengths; one of each paragraph array
+    assert len(reads) == 5 and all(s.rstrip().endswith(")") and "," not in s.split("IN (")[1] for s in reads)
+    assert [h.file for h in search(corpus, "word17 second").hits] == wanted  # more slices, same answer
+    assert contents(corpus) == expected
+    corpus.close()
+
+    (store.memory_dir / "project_n39.md").write_text("---\ndescription: note 39 changed\n---\n\nnew text\n")
+    db = store.state_dir / "cache" / cache.db_name(store.memory_dir)
+    with sqlite3.connect(db) as conn:
+        before = dict(((n, i), d) for n, i, d in conn.execute("SELECT name, slice, data FROM arrays"))
+    conn.close()
+    corpus = load(store.memory_dir, store.state_dir)
+    corpus.close()
+    with sqlite3.connect(db) as conn:
+        after = dict(((n, i), d) for n, i, d in conn.execute("SELECT name, slice, data FROM arrays"))
+    conn.close()
+    changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+    assert changed and len(changed) < len(before) / 4  # the last ids' slices, not all
+    assert contents(load(store.memory_dir, store.state_dir)) == contents(fresh(store))

@@ -409,6 +409,29 @@ def test_bench_command_small() -> None:
     hook, grep, jieba = report["warm_hook"], report["grep"], report["jieba_alone"]
     assert report["warm_hook_grep_ratio"] == hook["median"] / grep["median"] and grep["min"] > 0
     assert report["cold_build_jieba_ratio"] == report["cold_build"]["median"] / jieba["median"]
+    resident = report["resident"]
+    if sys.platform == "linux":  # every timed hook handed over, whatever this process's setting
+        assert resident["resident_ran"] == resident["resident_timed"] == 6
+        ratio = resident["warm_hook_resident"]["median"] / report["bare_python"]["median"]
+        assert resident["warm_hook_resident_ratio"] == ratio
+        assert not _bench_residents()  # stopped after the bench
+    else:
+        assert resident is None
+
+
+def _bench_residents() -> list[str]:
+    """Processes still running with a bench's private folder in their environment."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if (
+                b"/sagemem-bench-" in environ.read_bytes()
+                and b"daemon" in environ.with_name("cmdline").read_bytes()
+            ):
+                found.append(environ.parent.name)
+        except OSError:
+            continue
+    return found
 
 
 BAD = b"bad\xff".decode("utf-8", "surrogateescape")  # what the system makes of `$'bad\xff'`

@@ -806,6 +806,7 @@ JSON_READS: dict[str, dict[str, int]] = {
     "search/cache.py": {"json.load": 2},  # index rows: a wrong one is `CacheDamaged`, rebuilt
     "search/corpus.py": {"json.load": 1},  # an index entry, checked by `_entry`
     "search/evaluate.py": {"json.load": 1},  # a question set
+    "search/bench.py": {"json.load": 1},  # `sagemem daemon status --json`, its own child's
     "ui/server.py": {"json.load": 1},  # a request body
 }
 

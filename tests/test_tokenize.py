@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +16,8 @@ from sagemem.search.tokenize import (
     _content,
     _pairs,
     document_tokens,
+    has_cjk,
+    is_chinese,
     latin_tokens,
     query_tokens,
     runs,
@@ -160,3 +165,40 @@ def test_colloquial_question_words_are_no_terms() -> None:
     assert not any(set(token) & set("啥来着") for token in query_tokens("先要装啥来着", vocabulary))
     assert query_tokens("这个咋办", vocabulary) == []
     assert not any("啥" in token for token in document_tokens("装啥都行"))
+
+
+def test_english_memories_never_load_a_chinese_segmenter(tmp_path: Path) -> None:
+    """A build of English memories (identifiers, accents and numbers too) loads neither
+    jieba nor rjieba: only Chinese runs are segmented."""
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    for n, body in enumerate(
+        [
+            "Deploy with `make deploy-prod`; roll back with make rollback.",
+            "Café rules: no résumé talk, v2.3.1",
+        ]
+    ):
+        (memory / f"project_n{n}.md").write_text(f"---\ndescription: note {n} on deploys\n---\n\n{body}\n")
+    code = (
+        "import sys; from pathlib import Path; from sagemem.search.corpus import load\n"
+        "corpus = load(Path(sys.argv[1]), Path(sys.argv[2]), use_cache=False)\n"
+        "print(corpus.count, sorted({'jieba', 'rjieba'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(memory), str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["2", "[]"]
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab Z9_-.é部署回滚，。")), max_size=40))
+def test_only_chinese_runs_are_marked_for_the_segmenter(text: str) -> None:
+    """`document_tokens` hands the segmenter the runs marked Chinese: they hold Chinese only."""
+    for piece, start, end, chinese in runs(text):
+        assert text[start:end] == piece
+        if chinese:
+            assert is_chinese(piece)
+        else:
+            assert not has_cjk(piece)

@@ -13,6 +13,11 @@ a bare `python -c pass` and `grep -rli WORD` over the same files for the hook, a
 segmentation of the same files in one process for the cold build (the call the index makes,
 `jieba.cut_for_search` on every Chinese run: the limit a build that segments with jieba
 cannot beat).
+
+The hooks are timed twice: each in its own process (`SAGEMEM_DAEMON=off`), and handed to a
+resident process (`agents/daemon.py`) started for the bench in a folder of its own and
+stopped after it. A prompt comes seconds after the last, so each run through the resident
+process comes after a pause (`PAUSE`) in which it readies its spare, as between prompts.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ _HANZI = (
     "因很给名法间斯知世什两次使身者被高已亲其进此话常与活正感见明问力理尔点文几定本公特做外孩相西果走将月"
 )
 Progress = Callable[[int, int, str], None]
+PAUSE = 0.6  # seconds before a hook handed to the resident process: its spare is made after 0.5
 # jieba alone over the memory files named on the command line, in one process.
 _JIEBA_ALONE = (
     "import logging, re, sys\n"
@@ -191,18 +197,38 @@ def run(
             env["SAGEMEM_DIR"] = str(folder)
         cwd = project if scopes > 1 else None
         runs: dict[str, list[float]] = {
-            k: [] for k in ("bare", "grep", "jieba", "cold", "hook", "start", "inject")
+            k: []
+            for k in (
+                "bare",
+                "grep",
+                "jieba",
+                "cold",
+                "hook",
+                "start",
+                "inject",
+                "hook_daemon",
+                "start_daemon",
+            )
         }
         peak: dict[str, int] = {"cold": 0, "hook": 0, "start": 0, "inject": 0}
         colds = 1 if count >= 10_000 else min(repeat, 3)
         grep = shutil.which("grep")
-        total = repeat * (5 if grep else 4) + colds * 2
+        total = repeat * (7 if grep else 6) + colds * 2
         done = 0
+        # The resident process's own folder (sockets, lock), and the hooks that reach it.
+        resident = dict(env, SAGEMEM_DAEMON="on", TMPDIR=str(Path(tmp) / "run"))
+        (Path(tmp) / "run").mkdir(mode=0o700)
 
-        def timed(kind: str, command: list[str], stdin: bytes | None = None, found: bool = False) -> None:
+        def timed(
+            kind: str,
+            command: list[str],
+            stdin: bytes | None = None,
+            found: bool = False,
+            through: dict[str, str] = env,
+        ) -> None:
             """`found`: exit status 1 is an answer too (grep's "no line matched")."""
             nonlocal done
-            seconds, rss = _timed(command, env, stdin, cwd, (0, 1) if found else (0,))
+            seconds, rss = _timed(command, through, stdin, cwd, (0, 1) if found else (0,))
             runs[kind].append(seconds)
             if kind in peak:
                 peak[kind] = max(peak[kind], rss)
@@ -214,17 +240,37 @@ def run(
                 item.unlink()
             timed("cold", [*sagemem, "search", queries[0]])
             timed("jieba", [python, "-c", _JIEBA_ALONE, *map(str, folders)])
-        for i in range(repeat):
-            query = queries[i % len(queries)]
-            timed("bare", [python, "-c", "pass"])
-            if grep:  # one word of the query, as a person would look for it
-                timed("grep", [grep, "-rli", query.split()[0], *map(str, folders)], found=True)
-            event = {"hook_event_name": "UserPromptSubmit", "session_id": f"bench-{i}", "prompt": query}
-            timed("hook", [*sagemem, "hook", "claude-code"], json.dumps(event).encode("utf-8"))
-            # A new session: the saving rules, the baseline memories, a check of the index.
-            start = {"hook_event_name": "SessionStart", "session_id": f"bench-start-{i}", "source": "startup"}
-            timed("start", [*sagemem, "hook", "claude-code"], json.dumps(start).encode("utf-8"))
-            timed("inject", [*sagemem, "inject", "--query", query])
+        served = _resident(sagemem, resident, cwd, "start")
+        try:
+            if served is not None:  # one hook first: it tells the resident process what to watch
+                event = {"hook_event_name": "SessionStart", "session_id": "bench-warm", "source": "startup"}
+                _timed([*sagemem, "hook", "claude-code"], resident, json.dumps(event).encode("utf-8"), cwd)
+            for i in range(repeat):
+                query = queries[i % len(queries)]
+                timed("bare", [python, "-c", "pass"])
+                if grep:  # one word of the query, as a person would look for it
+                    timed("grep", [grep, "-rli", query.split()[0], *map(str, folders)], found=True)
+                prompt = {"hook_event_name": "UserPromptSubmit", "session_id": f"bench-{i}", "prompt": query}
+                # A new session: the saving rules, the baseline memories, a check of the index.
+                start = {
+                    "hook_event_name": "SessionStart",
+                    "session_id": f"bench-start-{i}",
+                    "source": "startup",
+                }
+                for kind, event in (("hook", prompt), ("start", start)):
+                    timed(kind, [*sagemem, "hook", "claude-code"], json.dumps(event).encode("utf-8"))
+                    if served is not None:
+                        time.sleep(PAUSE)
+                        event = {**event, "session_id": f"{event['session_id']}-resident"}
+                        hook = [*sagemem, "hook", "claude-code"]
+                        timed(f"{kind}_daemon", hook, json.dumps(event).encode("utf-8"), through=resident)
+                    else:
+                        done += 1
+                timed("inject", [*sagemem, "inject", "--query", query])
+            handed = _resident(sagemem, resident, cwd, "status")
+        finally:
+            if served is not None:
+                _resident(sagemem, resident, cwd, "stop")
         step(0, 1, "searching in process")
         search = _in_process(folders, queries, repeat)
     bare = Timing(tuple(runs["bare"]))
@@ -232,6 +278,19 @@ def run(
     start, cold = Timing(tuple(runs["start"])), Timing(tuple(runs["cold"]))
     jieba = Timing(tuple(runs["jieba"]))
     grep_timing = Timing(tuple(runs["grep"])) if runs["grep"] else None
+    through = {}
+    if runs["hook_daemon"] and handed is not None and served is not None:
+        hook_d, start_d = Timing(tuple(runs["hook_daemon"])), Timing(tuple(runs["start_daemon"]))
+        through = {
+            "warm_hook_resident": hook_d.to_dict(),
+            "warm_hook_resident_ratio": hook_d.median / bare.median,
+            "warm_hook_resident_grep_ratio": hook_d.median / grep_timing.median if grep_timing else None,
+            "session_start_resident": start_d.to_dict(),
+            "session_start_resident_ratio": start_d.median / bare.median,
+            # how many of the timed hooks it ran (the others ran in their own process)
+            "resident_ran": handed - served - 1,
+            "resident_timed": len(runs["hook_daemon"]) + len(runs["start_daemon"]),
+        }
     return {
         "memories": count,
         "scopes": scopes,
@@ -253,7 +312,32 @@ def run(
         "warm_inject_ratio": inject.median / bare.median,
         "search": search.to_dict(),
         "peak_rss_mb": {kind: rss / 1024 for kind, rss in peak.items()},
+        "resident": through or None,
     }
+
+
+def _resident(sagemem: list[str], env: dict[str, str], cwd: Path | None, action: str) -> int | None:
+    """Start, ask or stop the bench's resident process: how many hooks it has run (None:
+    there is none, or it does not answer: hooks cannot use one on this machine)."""
+    if action != "status":
+        subprocess.run([*sagemem, "daemon", action], env=env, cwd=cwd, capture_output=True, check=False)
+    if action == "stop":
+        return None
+    ends = time.monotonic() + 10
+    while time.monotonic() < ends:
+        found = subprocess.run(
+            [*sagemem, "daemon", "status", "--json"], env=env, cwd=cwd, capture_output=True, check=False
+        )
+        try:
+            answer = json.loads(found.stdout)
+        except ValueError:
+            return None
+        if not isinstance(answer, dict) or not answer.get("enabled"):
+            return None
+        if answer.get("running"):
+            return int(answer.get("hooks", 0))
+        time.sleep(0.1)
+    return None
 
 
 def _in_process(folders: list[Path], queries: list[str], repeat: int) -> Timing:
@@ -330,8 +414,24 @@ def format_report(report: dict[str, Any]) -> str:
             f"session start (hook)   {ms(report['session_start'])}"
             f"  = {report['session_start_ratio']:.1f}x bare",
             f"warm inject (process)  {ms(report['warm_inject'])}  = {report['warm_inject_ratio']:.1f}x bare",
+            *_resident_lines(report.get("resident"), ms, bool(grep)),
             f"search (in-process)    {ms(report['search'])}",
             f"peak memory            cold build {peak['cold']:.0f} MB, hook {peak['hook']:.0f} MB, "
             f"session start {peak.get('start', 0):.0f} MB, inject {peak['inject']:.0f} MB",
         ]
     )
+
+
+def _resident_lines(
+    found: dict[str, Any] | None, ms: Callable[[dict[str, float]], str], grep: bool
+) -> list[str]:
+    if not found:
+        return ["resident process       none on this machine (Linux only)"]
+    versus_grep = f", {found['warm_hook_resident_grep_ratio']:.2f}x grep" if grep else ""
+    return [
+        f"warm hook (resident)   {ms(found['warm_hook_resident'])}"
+        f"  = {found['warm_hook_resident_ratio']:.1f}x bare{versus_grep}",
+        f"session start (res.)   {ms(found['session_start_resident'])}"
+        f"  = {found['session_start_resident_ratio']:.1f}x bare",
+        f"  the resident process ran {found['resident_ran']} of these {found['resident_timed']} hooks",
+    ]

@@ -39,7 +39,7 @@ import sqlite3
 import stat
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ..store import journal
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     # Given the jobs of a batch and the deadline: what gives their results.
     Reader = Callable[[list[tuple[Any, ...]], float | None], Callable[[], list["_Fresh"]]]
 
-FORMAT = 12  # 12: a frontmatter value with ": " in it is read (such files were unreadable)
+FORMAT = 13  # 13: the per-id arrays are stored in slices, read as a query needs them
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 
 DEAD = 0xFFFFFFFF  # a free paragraph id
@@ -73,6 +73,10 @@ ARRAYS = (
     "paragraph_starts",
     "paragraph_ends",
 )
+PARAGRAPH_ARRAYS = ARRAYS[1:]
+# Each array is stored in slices of this many ids (8 KB), so a query reads only the slices
+# holding the ids of its terms' postings, and a change rewrites only the slices it touched.
+SLICE = 2048  # a power of two
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS files(
@@ -90,7 +94,9 @@ CREATE INDEX IF NOT EXISTS files_baseline ON files(baseline) WHERE baseline;
 CREATE INDEX IF NOT EXISTS files_unscanned ON files(doc) WHERE NOT scanned;
 CREATE INDEX IF NOT EXISTS files_problem ON files(problem) WHERE problem IS NOT NULL;
 CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, descriptions BLOB, paragraphs BLOB) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS arrays(name TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS arrays(
+    name TEXT NOT NULL, slice INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(name, slice)
+) WITHOUT ROWID;
 """
 
 Progress = Callable[[int, int], None]
@@ -272,13 +278,13 @@ def _open_at(
 
 
 class Snapshot(Record):
-    """An open read transaction on the index, with what every query needs already loaded:
-    the statistics and the per-id arrays. Postings and entries are read through `conn`, so
-    they come from the same committed state however many processes write meanwhile."""
+    """An open read transaction on the index, with the statistics loaded. Postings, entries
+    and the per-id arrays (`Columns`) are read through `conn` as a query needs them, so they
+    come from the same committed state however many processes write meanwhile."""
 
     conn: sqlite3.Connection
     meta: dict[str, Any]
-    arrays: dict[str, array[int]]
+    columns: Columns
     path: Path | None  # the index's file; None in memory
     repaired: str = ""  # what was wrong with the file when this call found it damaged
     pending: int = 0  # changed files left unread when the call's deadline passed
@@ -296,15 +302,74 @@ def _snapshot(
 ) -> Snapshot:
     conn.execute("BEGIN")
     meta = _meta(conn)
-    arrays = load_arrays(conn)
-    docs = len(arrays["description_lengths"])
+    columns = Columns(conn, _sizes(conn))
     (top,) = conn.execute("SELECT COALESCE(MAX(doc), -1) FROM files").fetchone()
-    if top >= docs or sum(arrays["description_lengths"]) != meta.get("descriptions_total", 0):
+    if top >= columns.size("description_lengths"):
         raise CacheDamaged("the arrays do not match the files")
-    if sum(arrays["paragraph_lengths"]) != meta.get("paragraphs_total", 0):
-        raise CacheDamaged("the arrays do not match the statistics")
     (unscanned,) = conn.execute("SELECT COUNT(*) FROM files WHERE NOT scanned").fetchone()
-    return Snapshot(conn, meta, arrays, path, repaired, pending, unscanned)
+    return Snapshot(conn, meta, columns, path, repaired, pending, unscanned)
+
+
+def _sizes(conn: sqlite3.Connection) -> dict[str, int]:
+    """Each array's length in ids, from its slices' lengths (read without their bytes):
+    whole slices but the last, the paragraph arrays all of one length; else damage. So what
+    a query later allocates is bounded by what the file holds."""
+    sizes = dict.fromkeys(ARRAYS, 0)
+    rows = conn.execute("SELECT name, COUNT(*), SUM(length(data)), MAX(slice) FROM arrays GROUP BY name")
+    for name, count, total, top in rows:
+        if name not in sizes or not isinstance(total, int) or total % 4 or top != count - 1:
+            raise CacheDamaged(f"the slices of {name!r} are not whole")
+        sizes[name] = total // 4
+        if sizes[name] <= (count - 1) * SLICE or sizes[name] > count * SLICE:
+            raise CacheDamaged(f"the slices of {name!r} are not whole")
+    if len({sizes[name] for name in PARAGRAPH_ARRAYS}) != 1:
+        raise CacheDamaged("paragraph arrays differ in length")
+    return sizes
+
+
+class Columns:
+    """A snapshot's per-id arrays, read a slice at a time: a query reads the slices holding
+    the ids its terms' postings name (`need`), so its cost follows the query, not the size of
+    the directory (the whole arrays are 4 MB at 50,000 memories). Indexing stays a plain
+    array's; a slice not read yet holds zeros."""
+
+    def __init__(self, conn: sqlite3.Connection, sizes: dict[str, int]) -> None:
+        self._conn = conn
+        self.arrays = {name: array("I", [0]) * size for name, size in sizes.items()}
+        self._read: dict[str, set[int]] = {name: set() for name in sizes}
+
+    def size(self, name: str) -> int:
+        return len(self.arrays[name])
+
+    def need(self, names: Sequence[str], ids: Iterable[int]) -> None:
+        """Read the slices of `names` that hold `ids` (ids the arrays know: `corpus._check`)."""
+        shift = SLICE.bit_length() - 1
+        wanted = {i >> shift for i in ids}
+        for name in names:
+            missing = sorted(wanted - self._read[name])
+            for start in range(0, len(missing), 500):
+                self._fetch(name, missing[start : start + 500])
+
+    def need_all(self) -> None:
+        for name, values in self.arrays.items():
+            self.need([name], range(0, len(values), SLICE))
+
+    def _fetch(self, name: str, slices: list[int]) -> None:
+        values = self.arrays[name]
+        marks = ",".join("?" * len(slices))
+        query = f"SELECT slice, data FROM arrays WHERE name = ? AND slice IN ({marks})"  # noqa: S608
+        got = 0
+        for number, data in self._conn.execute(query, (name, *slices)):
+            first = number * SLICE
+            part = array("I")
+            part.frombytes(data)
+            if len(part) != min(SLICE, len(values) - first):
+                raise CacheDamaged(f"a slice of {name!r} is cut")
+            values[first : first + len(part)] = part
+            got += 1
+        if got != len(slices):
+            raise CacheDamaged(f"a slice of {name!r} is missing")
+        self._read[name].update(slices)
 
 
 def db_name(memory_dir: Path) -> str:
@@ -610,11 +675,15 @@ def _read(path: Path, stamp: str, version: str | None, index_file: Indexed, full
 
 
 class _Arrays:
-    """The per-id arrays, loaded and saved whole (four bytes per id), and the statistics kept
-    beside them, changed as ids are taken and released (never summed over every id)."""
+    """The per-id arrays, loaded whole (four bytes per id) and saved by the slices that
+    changed, and the statistics kept beside them, changed as ids are taken and released
+    (never summed over every id)."""
 
     def __init__(self, conn: sqlite3.Connection, meta: dict[str, Any]) -> None:
-        self.data = load_arrays(conn)
+        columns = Columns(conn, _sizes(conn))
+        columns.need_all()
+        self.data = columns.arrays
+        self._stored = {name: values.tobytes() for name, values in self.data.items()}
         self._free: list[int] | None = None  # found when the first id is taken
         self.stats = {name: int(meta.get(name) or 0) for name in STATISTICS}
 
@@ -660,21 +729,17 @@ class _Arrays:
         return self._free
 
     def save(self, conn: sqlite3.Connection) -> None:
-        conn.executemany(
-            "INSERT OR REPLACE INTO arrays VALUES (?, ?)", [(n, a.tobytes()) for n, a in self.data.items()]
-        )
-
-
-def load_arrays(conn: sqlite3.Connection) -> dict[str, array[int]]:
-    stored = dict(conn.execute("SELECT name, data FROM arrays"))
-    found = {}
-    for name in ARRAYS:
-        numbers = array("I")
-        numbers.frombytes(stored.get(name, b""))
-        found[name] = numbers
-    if len({len(found[name]) for name in ARRAYS[1:]}) != 1:
-        raise CacheDamaged("paragraph arrays differ in length")
-    return found
+        """Write the slices that differ from the stored ones; drop those past the end."""
+        step = 4 * SLICE
+        for name, values in self.data.items():
+            new, old = values.tobytes(), self._stored[name]
+            rows = [
+                (name, at // step, new[at : at + step])
+                for at in range(0, len(new), step)
+                if new[at : at + step] != old[at : at + step]
+            ]
+            conn.executemany("INSERT OR REPLACE INTO arrays VALUES (?, ?, ?)", rows)
+            conn.execute("DELETE FROM arrays WHERE name = ? AND slice >= ?", (name, -(-len(new) // step)))
 
 
 class _Changes:

@@ -114,10 +114,9 @@ class Corpus:
     def __init__(self, snapshot: cache.Snapshot) -> None:
         self._conn = snapshot.conn
         self._snapshot = snapshot
-        meta, arrays = snapshot.meta, snapshot.arrays
-        self._terms = _Terms(
-            snapshot.conn, (len(arrays["description_lengths"]), len(arrays["paragraph_lengths"]))
-        )
+        meta, columns = snapshot.meta, snapshot.columns
+        arrays = columns.arrays
+        self._terms = _Terms(snapshot.conn, columns)
         self._entries: dict[int, Entry] = {}
         self.count: int = meta.get("descriptions_count", 0)
         self.descriptions = Index(
@@ -162,6 +161,11 @@ class Corpus:
         (verdict,) = self._conn.execute("PRAGMA quick_check").fetchone()
         if verdict != "ok":
             raise cache.CacheDamaged(f"SQLite quick_check: {verdict}")
+        self.read_arrays()
+        if sum(self.descriptions.lengths) != self.descriptions.total:
+            raise cache.CacheDamaged("the arrays do not match the files")
+        if sum(self.paragraphs.lengths) != self.paragraphs.total:
+            raise cache.CacheDamaged("the arrays do not match the statistics")
         for row in self._conn.execute("SELECT name, entry FROM files WHERE entry IS NOT NULL"):
             _decode(*row)
         for term, described, paragraphs in self._conn.execute(
@@ -169,6 +173,11 @@ class Corpus:
         ):
             _check(term, described, self._terms.sizes[0])
             _check(term, paragraphs, self._terms.sizes[1])
+
+    def read_arrays(self) -> None:
+        """Read the per-id arrays whole: a query reads only the slices its terms need, and a
+        walk over every id (an audit, a comparison) needs them all."""
+        self._snapshot.columns.need_all()
 
     def discard(self) -> None:
         """Close and delete the index: a query found it damaged (`cache.CacheDamaged`)."""
@@ -229,11 +238,16 @@ class Corpus:
 
 
 class _Terms:
-    """The terms table, read row by row and kept: a query asks for each of its terms twice."""
+    """The terms table, read row by row and kept: a query asks for each of its terms twice.
+    A row read brings in the slices of the per-id arrays its ids fall in."""
 
-    def __init__(self, conn: sqlite3.Connection, sizes: tuple[int, int]) -> None:
+    COLUMNS = (("description_lengths",), cache.PARAGRAPH_ARRAYS)  # what each column's ids index
+
+    def __init__(self, conn: sqlite3.Connection, columns: cache.Columns) -> None:
         self._conn = conn
-        self.sizes = sizes  # how many description and paragraph ids there are
+        self._columns = columns
+        # how many description and paragraph ids there are
+        self.sizes = (columns.size("description_lengths"), columns.size("paragraph_lengths"))
         self._rows: dict[str, tuple[bytes | None, bytes | None]] = {}
 
     def row(self, term: str) -> tuple[bytes | None, bytes | None]:
@@ -242,24 +256,30 @@ class _Terms:
             got = self._conn.execute(
                 "SELECT descriptions, paragraphs FROM terms WHERE term = ?", (term,)
             ).fetchone()
-            found = self._rows[term] = got or (None, None)
-            for packed, size in zip(found, self.sizes, strict=True):
-                _check(term, packed, size)
+            found = got or (None, None)
+            for packed, size, names in zip(found, self.sizes, self.COLUMNS, strict=True):
+                ids = _check(term, packed, size)
+                if ids:
+                    self._columns.need(names, ids)
+            self._rows[term] = found
         return found
 
 
-def _check(term: str, packed: bytes | None, size: int) -> None:
-    """Postings a query is about to use hold whole pairs of ids the arrays know; else the index
-    is damaged, and the caller builds it again rather than answer from it."""
+def _check(term: str, packed: bytes | None, size: int) -> array[int] | None:
+    """The ids of postings a query is about to use, which must be whole pairs of ids the
+    arrays know; else the index is damaged, and the caller builds it again rather than
+    answer from it."""
     if not packed:
-        return
+        return None
     pairs = array("I")
     try:
         pairs.frombytes(packed)
     except (ValueError, TypeError):
         raise cache.CacheDamaged(f"the postings of {term!r} are cut") from None
-    if len(pairs) % 2 or max(pairs[::2]) >= size:
+    ids = pairs[::2]
+    if len(pairs) % 2 or max(ids) >= size:
         raise cache.CacheDamaged(f"the postings of {term!r} name unknown documents")
+    return ids
 
 
 class _Postings(Mapping[str, bytes]):
