@@ -224,9 +224,12 @@ def test_any_sequence_of_changes_leaves_the_index_a_fresh_build_would(
     assert contents(cached if steps else load(store.memory_dir, store.state_dir)) == contents(fresh(store))
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncate", "format", "arrays"])
-def test_a_damaged_index_is_rebuilt_not_trusted(dance: MemoryStore, damage: str) -> None:
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "format", "arrays", "slices"])
+def test_a_damaged_index_is_rebuilt_not_trusted(
+    dance: MemoryStore, damage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     expected = [search(fresh(dance), q) for q in QUERIES]
+    monkeypatch.setattr(cache, "SLICE", 4)  # several slices to each array
     load(dance.memory_dir, dance.state_dir).close()
     db = dance.state_dir / "cache" / cache.db_name(dance.memory_dir)
     if damage == "garbage":
@@ -237,8 +240,10 @@ def test_a_damaged_index_is_rebuilt_not_trusted(dance: MemoryStore, damage: str)
         with sqlite3.connect(db) as conn:
             if damage == "format":
                 conn.execute("UPDATE meta SET value = 99 WHERE key = 'format'")
-            else:
+            elif damage == "arrays":
                 conn.execute("UPDATE arrays SET data = x'010203' WHERE name = 'paragraph_owners'")
+            else:  # the first slice numbered where none belongs; the rest as they were
+                conn.execute("UPDATE arrays SET slice = -1 WHERE name = 'paragraph_owners' AND slice = 0")
         conn.close()
     corpus, read = opened(dance)
     assert sorted(read) == sorted(DANCE)  # rebuilt from the files

@@ -315,13 +315,14 @@ def _sizes(conn: sqlite3.Connection) -> dict[str, int]:
     whole slices but the last, the paragraph arrays all of one length; else damage. So what
     a query later allocates is bounded by what the file holds."""
     sizes = dict.fromkeys(ARRAYS, 0)
-    rows = conn.execute("SELECT name, COUNT(*), SUM(length(data)), MAX(slice) FROM arrays GROUP BY name")
-    for name, count, total, top in rows:
-        if name not in sizes or not isinstance(total, int) or total % 4 or top != count - 1:
+    query = "SELECT name, COUNT(*), SUM(length(data)), MIN(slice), MAX(slice) FROM arrays GROUP BY name"
+    for name, count, total, low, top in conn.execute(query):
+        # slices 0 to count - 1, each of SLICE ids but the last, which holds at least one
+        ids = total // 4 if isinstance(total, int) and total % 4 == 0 else -1
+        whole = (count - 1) * SLICE < ids <= count * SLICE
+        if name not in sizes or not whole or (low, top) != (0, count - 1):
             raise CacheDamaged(f"the slices of {name!r} are not whole")
-        sizes[name] = total // 4
-        if sizes[name] <= (count - 1) * SLICE or sizes[name] > count * SLICE:
-            raise CacheDamaged(f"the slices of {name!r} are not whole")
+        sizes[name] = ids
     if len({sizes[name] for name in PARAGRAPH_ARRAYS}) != 1:
         raise CacheDamaged("paragraph arrays differ in length")
     return sizes
