@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -35,6 +36,7 @@ def runs_as(monkeypatch: pytest.MonkeyPatch) -> Use:
     def use(*words: str) -> None:
         monkeypatch.setattr(command, "sagemem_command", lambda: words)
         monkeypatch.setattr(install, "sagemem_command", lambda: words)
+        monkeypatch.setattr(install, "hook_command", lambda: words)  # as where no `-P` is
 
     return use
 
@@ -175,6 +177,31 @@ def test_install_command_user_scope(tmp_path: Path) -> None:
 # -- the command written ----------------------------------------------------------------------------
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="the hook line runs Python with -P from 3.11")
+def test_the_hook_line_runs_this_sagemem_never_the_projects_own(tmp_path: Path) -> None:
+    """The line `install` writes for a user's hooks, run by a shell in a project that has a
+    `sagemem/` package of its own, as a harness runs it: this sagemem answers."""
+    project = tmp_path / "project"
+    marker = tmp_path / "PWNED"
+    (project / "sagemem").mkdir(parents=True)
+    (project / "sagemem" / "__init__.py").write_text(f"open({str(marker)!r}, 'w')\n")
+    (project / "sagemem" / "__main__.py").write_text(f"open({str(marker)!r}, 'w')\n")
+    make_project(project)
+    assert apply("claude-code", "user", add=True, cwd=project)["files"]
+    settings = json.loads((home() / ".claude" / "settings.json").read_text())
+    [line] = [c for c in commands(settings) if c.endswith(" hook claude-code UserPromptSubmit")]
+    assert shlex.split(line)[:4] == [sys.executable, "-P", "-c", command.HOOK_CODE]
+    prompt = "when is the studio lease rent due"
+    event = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": prompt, "cwd": str(project)}
+    env = {**os.environ, "SAGEMEM_DAEMON": "off"}
+    done = subprocess.run(
+        ["sh", "-c", line], input=json.dumps(event), capture_output=True, text=True, cwd=project, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Fifth Street" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert not marker.exists()
+
+
 @pytest.mark.skipif(
     not command.in_virtual_env() or not Path(sys.executable).with_name("sagemem").is_file(),
     reason="needs the suite to run from a virtual environment with sagemem's script installed",
@@ -186,7 +213,9 @@ def test_in_a_virtual_env_the_absolute_path_is_written(tmp_path: Path) -> None:
     done = sagemem("install", "gemini", "--scope", "user", cwd=tmp_path, env={"PATH": os.defpath})
     assert done.returncode == 0, done.stderr
     settings = json.loads((home() / ".gemini" / "settings.json").read_text())
-    assert f"{script} hook gemini BeforeAgent" in commands(settings)
+    direct = shlex.join([sys.executable, "-P", "-c", command.HOOK_CODE])
+    runs = direct if sys.version_info >= (3, 11) else script
+    assert f"{runs} hook gemini BeforeAgent" in commands(settings)
     assert settings["mcpServers"]["sagemem"] == {"command": script, "args": ["mcp"], "trust": True}
     done = sagemem("install", "claude-code", cwd=tmp_path, env={"PATH": os.defpath})
     assert done.returncode == 0, done.stderr

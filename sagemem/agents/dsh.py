@@ -147,6 +147,15 @@ def sagemem_command() -> list[str]:
     return command
 
 
+def hook_words() -> list[str]:
+    """What runs a hook: `store/command.py`'s hook words where they name this Python (an
+    absolute path already), else `sagemem_command()`."""
+    from ..store.command import HOOK_CODE, hook_command
+
+    words = list(hook_command())
+    return words if HOOK_CODE in words else sagemem_command()
+
+
 def hooks_settings(command: list[str]) -> dict[str, Any]:
     def handler(event: str) -> dict[str, Any]:
         line = shlex.join([*command, "hook", "dsh", event])
@@ -208,7 +217,8 @@ def apply(
             todo.append("sagemem install dsh" + (f" --profile {profile}" if profile else ""))
         ours = block(hooks_file, entry, command)
         text = _with_block(kept, ours.replace("\n", newline))
-        settings = (json.dumps(hooks_settings(command), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        hooks = hooks_settings(hook_words())
+        settings = (json.dumps(hooks, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     elif original is not None and BEGIN in original:
         text = kept if _parse(path, kept) is not None else kept.rstrip("\r\n") + f"{newline}[]{newline}"
     else:

@@ -33,6 +33,7 @@ from ..store import shape
 from ..store.command import (
     LAUNCHER,
     command_line,
+    hook_command,
     is_portable,
     portable_line,
     sagemem_command,
@@ -135,7 +136,7 @@ def command_for(harness: str, event: str, *, portable: bool = False) -> str:
     project commits."""
     if portable:
         return portable_line("hook", harness, event, harness=harness)
-    return command_line("hook", harness, event)
+    return command_line("hook", harness, event, words=hook_command())
 
 
 def mcp_entry(*, portable: bool = False) -> dict[str, Any]:

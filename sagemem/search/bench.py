@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..store.command import hook_command
+
 EN_WORDS = (
     "deploy release staging production rollback migration schema index query cache latency budget "
     "token session webhook payment ledger invoice refund currency account tenant quota limit retry "
@@ -174,9 +176,11 @@ def run(
                     path.rename(user / path.name)
             folders.append(user)
         python = sys.executable
-        # The installed script, as a harness runs it (`python -m` adds runpy's imports).
+        # The installed script (`python -m` adds runpy's imports), and a hook as `install`
+        # registers it, so as a harness runs it.
         script = Path(python).with_name("sagemem")
         sagemem = [str(script)] if script.is_file() else [python, "-m", "sagemem"]
+        hook = [*hook_command(), "hook", "claude-code"]
         # Found through the environment, as an installed hook finds it: `--dir` would be a
         # global option, which takes the command-line path instead of the hook's fast one.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SAGEMEM_", "SAGE_MEM_"))}
@@ -244,7 +248,7 @@ def run(
         try:
             if served is not None:  # one hook first: it tells the resident process what to watch
                 event = {"hook_event_name": "SessionStart", "session_id": "bench-warm", "source": "startup"}
-                _timed([*sagemem, "hook", "claude-code"], resident, json.dumps(event).encode("utf-8"), cwd)
+                _timed(hook, resident, json.dumps(event).encode("utf-8"), cwd)
             for i in range(repeat):
                 query = queries[i % len(queries)]
                 timed("bare", [python, "-c", "pass"])
@@ -258,11 +262,10 @@ def run(
                     "source": "startup",
                 }
                 for kind, event in (("hook", prompt), ("start", start)):
-                    timed(kind, [*sagemem, "hook", "claude-code"], json.dumps(event).encode("utf-8"))
+                    timed(kind, hook, json.dumps(event).encode("utf-8"))
                     if served is not None:
                         time.sleep(PAUSE)
                         event = {**event, "session_id": f"{event['session_id']}-resident"}
-                        hook = [*sagemem, "hook", "claude-code"]
                         timed(f"{kind}_daemon", hook, json.dumps(event).encode("utf-8"), through=resident)
                     else:
                         done += 1

@@ -11,6 +11,11 @@ A project's own settings files are committed and run on every teammate's machine
 this machine's paths mean nothing: there the command is `portable_line`'s, which finds the
 launcher `install` keeps in each user's home (`~/.sagemem/bin/sagemem`, this machine's
 sagemem), else a `sagemem` on PATH, and otherwise says what to do.
+
+A hook runs on every prompt, so `install` registers it as `hook_command`'s words instead: this
+Python, told to run sagemem's entry point. The console script pip writes imports `re` (to
+tidy its own name on Windows), about a third of a bare interpreter's start, before sagemem
+runs at all.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from functools import cache
 from pathlib import Path
 
 MODULE = ("-P", "-m", "sagemem") if sys.version_info >= (3, 11) else ("-m", "sagemem")
+# What a hook's Python runs: the console script's work, without its `import re`.
+HOOK_CODE = "from sagemem.__main__ import main; main()"
 _PLAIN = re.compile(r"[\w@%+=:,./-]+")
 LAUNCHER = Path(".sagemem") / "bin" / "sagemem"  # under the home folder
 _PORTABLE_HEAD = f's="$HOME/{LAUNCHER.as_posix()}"; [ -x "$s" ] || s=$(command -v sagemem) || '
@@ -41,9 +48,20 @@ def sagemem_command() -> tuple[str, ...]:
     return (str(script),)
 
 
-def command_line(*args: str) -> str:
-    """`sagemem_command()` and `args` as one shell line."""
-    words = sagemem_command()
+@cache
+def hook_command() -> tuple[str, ...]:
+    """The words that run a hook: `(python, "-P", "-c", HOOK_CODE)`, where `-P` keeps the
+    project's folder off the path (Python 3.11 and later: before, `-c` would put it first,
+    and a project's own `sagemem/` would run); elsewhere, and on Windows (no `#!`: the
+    script is an .exe), `sagemem_command()`."""
+    if os.name == "nt" or sys.version_info < (3, 11) or not os.path.isabs(sys.executable):
+        return sagemem_command()
+    return (sys.executable, "-P", "-c", HOOK_CODE)
+
+
+def command_line(*args: str, words: tuple[str, ...] | None = None) -> str:
+    """`words` (by default `sagemem_command()`) and `args` as one shell line."""
+    words = sagemem_command() if words is None else words
     if all(_PLAIN.fullmatch(word) for word in words):
         return " ".join([*words, *args])
     import shlex  # a path with blanks or quotes: rare, and then worth the import

@@ -1,12 +1,12 @@
 """Which command lines doctor runs, and where their programs are.
 
 A line is considered only when it has the form sagemem's own entries have (`<sagemem> hook
-<harness> <event>` or `<python> -m sagemem ...`, with nothing else on it but sagemem's
-`--dir`/`--state-dir` options), and it is run only when its program is this sagemem
-(`places.ThisSagemem`): a cloned project's settings are not a script for doctor to run. What
-runs is then this sagemem's own program with the line's arguments, without a shell, in the
-project; a Python with `-P` (before 3.11: with the project taken off its path by hand), so
-that the project's own `sagemem/` is never imported.
+<harness> <event>`, `<python> -m sagemem ...` or `<python> -P -c <HOOK_CODE> ...`, with
+nothing else on it but sagemem's `--dir`/`--state-dir` options), and it is run only when its
+program is this sagemem (`places.ThisSagemem`): a cloned project's settings are not a script
+for doctor to run. What runs is then this sagemem's own program with the line's arguments,
+without a shell, in the project; a Python with `-P` (before 3.11: with the project taken off
+its path by hand), so that the project's own `sagemem/` is never imported.
 
 A program is looked up as the harness's shell in the project finds it: a relative path, and
 a relative folder on PATH, from the project; `/proc/self/cwd`, the shell's own folder, as the
@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...store.command import LAUNCHER, is_portable
+from ...store.command import HOOK_CODE, LAUNCHER, is_portable
 from .places import OWN_FOLDER, PYTHON, SAGEMEM, Places, relative
 from .settings import Hook
 
@@ -42,20 +42,31 @@ _BEFORE_3_11 = (  # `-c` puts the working directory first on the path, and this 
 _MODULE = ("-P", "-m", "sagemem") if sys.version_info >= (3, 11) else ("-c", _BEFORE_3_11)
 
 
+# What a Python is told in sagemem's own lines, before sagemem's arguments.
+_PYTHON_FORMS = (["-m", "sagemem"], ["-P", "-m", "sagemem"], ["-P", "-c", HOOK_CODE])
+
+
+def _arguments(words: list[str]) -> int | None:
+    """Where sagemem's arguments start in `words`, when they run sagemem the way its own
+    entries do; None for anything else."""
+    name = Path(words[0]).name if words else ""
+    if SAGEMEM.fullmatch(name):
+        return 1
+    if PYTHON.fullmatch(name):
+        for form in _PYTHON_FORMS:
+            if words[1 : 1 + len(form)] == form:
+                return 1 + len(form)
+    return None
+
+
 def sagemem_rest(words: list[str]) -> list[str] | None:
     """What follows sagemem's global options when `words` run sagemem the way its own
-    entries do (`<sagemem> ...`, `<python> -m sagemem ...`); None for anything else."""
-    if not words:
+    entries do (`<sagemem> ...`, `<python> -m sagemem ...`, `<python> -P -c <HOOK_CODE>
+    ...`); None for anything else."""
+    start = _arguments(words)
+    if start is None:
         return None
-    name = Path(words[0]).name
-    if SAGEMEM.fullmatch(name):
-        rest = words[1:]
-    elif PYTHON.fullmatch(name) and words[1:3] == ["-m", "sagemem"]:
-        rest = words[3:]
-    elif PYTHON.fullmatch(name) and words[1:4] == ["-P", "-m", "sagemem"]:
-        rest = words[4:]
-    else:
-        return None
+    rest = words[start:]
     while len(rest) > 1 and rest[0] in ("--dir", "--state-dir"):
         rest = rest[2:]
     return rest
@@ -181,12 +192,12 @@ class Verdict:
 def verdict(words: list[str], found: Resolved, places: Places) -> Verdict:
     """`words` (of the form `sagemem_rest` takes), whose program is `found`: run as this
     sagemem, or not, and why."""
-    assert found.path is not None
+    start = _arguments(words)
+    assert found.path is not None and start is not None
     this, real = places.sagemem, found.real
     python = PYTHON.fullmatch(Path(words[0]).name) is not None
     if python and this.is_python(found.path):
-        module = words.index("-m") + 2
-        return Verdict((str(found.path), *_MODULE, *words[module:]))
+        return Verdict((str(found.path), *_MODULE, *words[start:]))
     if not python and str(real) in this.scripts:
         return Verdict((str(real), *words[1:]))
     path = Path(os.path.normpath(found.path))  # as it is reached
