@@ -149,7 +149,11 @@ def test_a_touch_changes_the_stamp_but_tokenises_nothing(dance: MemoryStore) -> 
     assert contents(corpus) == contents(fresh(dance))
 
 
-def test_edits_creates_deletes_and_renames_are_followed(dance: MemoryStore) -> None:
+def test_edits_creates_deletes_and_renames_are_followed(
+    dance: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache, "_ROWS_AT_ONCE", 3)  # each change's term rows in many parts
+
     def found(query: str) -> list[str]:
         return [h.file for h in search(load(dance.memory_dir, dance.state_dir), query).hits]
 

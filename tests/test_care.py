@@ -69,6 +69,7 @@ def test_names_that_no_longer_exist_are_pruned(store: MemoryStore) -> None:
 def test_a_ledger_that_cannot_be_written_does_not_break_injection(store: MemoryStore, tmp_path: Path) -> None:
     store.create(type="project", name="deploy", description="how we deploy to production")
     (store.state_dir / "access.lock").mkdir()  # no lock, no write (a folder at access.json is set aside)
+    (store.state_dir / "access.log").mkdir()  # no log to append to: the lock is needed
     injection = store.inject("how do we deploy to production")
     assert injection.text and "access_error" in injection.diagnostics
     store.inject("how do we deploy to production")

@@ -514,16 +514,19 @@ def test_a_forged_record_is_a_finding_and_breaks_nothing(
     if state_file.hook:  # the hook's own code, in this process (a real one: the test below)
         assert "deploy-prod" in hook_here(project.root, "s1" if name == "session-ledger" else "fresh")
     if name == "access-ledger":
-        # What `check` said the next use would do, it did: the injection's write set the
-        # damaged ledger aside, whole, and started a sound one. A damaged receipt is carried
-        # over as it is until a citation looks one up; that citation sets it aside.
+        # What `check` said the next write would do, it did: the injection's line in the log,
+        # folded in by a read's count, set the damaged ledger aside, whole, and started a sound
+        # one. A damaged receipt is carried over as it is until a citation looks one up; that
+        # citation sets it aside.
         store = MemoryStore(project.memory_dir)
         if "the next citation" in ours[0]:
             assert aside(target) == [] and findings(project)[1] == ours
             before = target.read_bytes()
             store.cite(["project_deploy.md"], receipt="r2")
         else:
-            assert "the next use" in ours[0]
+            assert "the next write of the ledger" in ours[0]
+            assert target.read_bytes() == before  # the hook appended its use to the log
+            store.record_use("read", ["project_deploy.md"])
         assert [copy.read_bytes() for copy in aside(target)] == [before]
         assert store.ledger()["project_deploy.md"].injected.count >= 1
         assert findings(project) == (0, [])
@@ -676,7 +679,8 @@ def test_a_ledger_entry_under_a_name_no_memory_can_have_is_dropped(project: Temp
     code, lines = findings(project)
     assert code == 1 and "escape.md" in lines[0] and "not a memory file name" in lines[0]
     assert list(MemoryStore(project.memory_dir).ledger()) == ["project_deploy.md"]
-    assert "deploy-prod" in prompt(project.root, "fresh")
+    assert "deploy-prod" in prompt(project.root, "fresh")  # its use appended to the log
+    MemoryStore(project.memory_dir).record_use("read", ["project_deploy.md"])  # the log folded in
     kept = json.loads(target.read_text())["files"]
     assert list(kept) == ["project_deploy.md"] and kept["project_deploy.md"]["injected"]["count"] == 4
 
@@ -785,7 +789,7 @@ JSON_READS: dict[str, dict[str, int]] = {
     "store/archive.py": {"shape.load(": 2},
     "store/config.py": {"shape.load(": 1},
     "store/guard.py": {"shape.load(": 1, "read_state(": 1},  # + a damaged record's text, to redact
-    "store/ledger.py": {"shape.load(": 1},
+    "store/ledger.py": {"shape.load(": 1, "read_state(": 1, "json.load": 1},  # + the log, each line by shape
     "store/shape.py": {"read_state(": 1, "json.load": 1},  # the reader itself
     # read as text, never as a record
     "care/checkup.py": {"read_state(": 4, "json.load": 3},  # copies scanned and redacted as strings
@@ -860,7 +864,7 @@ def test_a_folder_in_the_ledgers_place_never_stops_the_counting(project: Templat
         _a_folder(project.state_dir / "access.json.damaged")
         target.write_text('{"files": []}')
     code, lines = findings(project)
-    assert code == 1 and "the next use sets the ledger aside" in lines[0]
+    assert code == 1 and "the next write of the ledger sets it aside" in lines[0]
     done = run_cli("--dir", str(project.memory_dir), "cite", "project_deploy.md", "--receipt", "r9")
     assert done.exit_code == 0 and done.stderr == "", done.stderr
     assert MemoryStore(project.memory_dir).ledger()["project_deploy.md"].cited.count == 1

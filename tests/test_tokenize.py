@@ -19,6 +19,7 @@ from sagemem.search.tokenize import (
     has_cjk,
     is_chinese,
     latin_tokens,
+    normalize,
     query_tokens,
     runs,
     stem,
@@ -104,6 +105,15 @@ def test_runs_cut_text_exactly_as_the_full_pattern_does(text: str) -> None:
         (m.group(), m.start(), m.end(), bool(chinese.fullmatch(m.group()))) for m in full.finditer(text)
     ]
     assert list(runs(text)) == expected
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from("ab Z9_.-:/'xdeployingThe\tＡＢé"), max_size=60))
+def test_text_without_chinese_gives_the_tokens_of_its_runs(text: str) -> None:
+    """The fast path for text that has no Chinese run (ASCII once normalised) gives what
+    cutting it into runs does (half-width `ＡＢ` becomes ASCII; `é` takes the general path)."""
+    expected = [t for piece, _, _, _ in runs(normalize(text)) for t in latin_tokens(piece)]
+    assert document_tokens(text) == expected
 
 
 def test_a_thank_you_is_no_question() -> None:

@@ -62,6 +62,7 @@ MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 DEAD = 0xFFFFFFFF  # a free paragraph id
 BATCH = 500  # files tokenised per transaction, to begin with (`_batches`)
 MAX_BATCH = 4000
+_ROWS_AT_ONCE = 500  # term rows read, merged and written back together (SQLite allows 999 `?`)
 PARALLEL_FROM = 1000  # files to read before worker processes repay their start
 BUSY_MS = 20_000
 # What BM25 needs besides the postings: document counts and summed lengths.
@@ -769,15 +770,22 @@ class _Changes:
                 pairs.append(count)
 
     def write(self, conn: sqlite3.Connection, empty: bool) -> None:
+        """Each term's row merged with its changes and written back, a few hundred terms at
+        a time: a large index's common terms hold long rows, and all of them at once would
+        be most of the index in memory."""
         terms = sorted(set().union(*self.drop, *self.add))
-        stored = {} if empty else _rows(conn, terms)
-        rows = []
-        for term in terms:
-            old = stored.get(term, (None, None))
-            new = [self._merge(old[c], self.drop[c].get(term), self.add[c].get(term)) for c in (0, 1)]
-            rows.append((term, *new))
-        conn.executemany("DELETE FROM terms WHERE term = ?", [(t,) for t, d, p in rows if not d and not p])
-        conn.executemany("INSERT OR REPLACE INTO terms VALUES (?, ?, ?)", [r for r in rows if r[1] or r[2]])
+        for start in range(0, len(terms), _ROWS_AT_ONCE):
+            chunk = terms[start : start + _ROWS_AT_ONCE]
+            stored = {} if empty else _rows(conn, chunk)
+            rows = []
+            for term in chunk:
+                old = stored.get(term, (None, None))
+                new = [self._merge(old[c], self.drop[c].get(term), self.add[c].get(term)) for c in (0, 1)]
+                rows.append((term, *new))
+            emptied = [(t,) for t, d, p in rows if not d and not p]
+            kept = [r for r in rows if r[1] or r[2]]
+            conn.executemany("DELETE FROM terms WHERE term = ?", emptied)
+            conn.executemany("INSERT OR REPLACE INTO terms VALUES (?, ?, ?)", kept)
 
     @staticmethod
     def _merge(old: bytes | None, drop: set[int] | None, add: array[int] | None) -> bytes | None:
@@ -795,16 +803,10 @@ class _Changes:
 
 
 def _rows(conn: sqlite3.Connection, terms: list[str]) -> dict[str, tuple[bytes | None, bytes | None]]:
-    """The stored rows of `terms`, a few hundred a query (one query each cost more than the
-    merge of a large batch)."""
-    found = {}
-    for start in range(0, len(terms), 500):
-        chunk = terms[start : start + 500]
-        query = (
-            f"SELECT term, descriptions, paragraphs FROM terms WHERE term IN ({','.join('?' * len(chunk))})"  # noqa: S608
-        )
-        found.update((term, (d, p)) for term, d, p in conn.execute(query, chunk))
-    return found
+    """The stored rows of `terms`, in one query (one query each cost more than the merge of
+    a large batch)."""
+    query = f"SELECT term, descriptions, paragraphs FROM terms WHERE term IN ({','.join('?' * len(terms))})"  # noqa: S608
+    return {term: (d, p) for term, d, p in conn.execute(query, terms)}
 
 
 def _apply(

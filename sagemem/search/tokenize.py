@@ -167,12 +167,18 @@ def _english() -> Any:
 
 def latin_tokens(piece: str) -> list[str]:
     """Tokens of one Latin word or identifier (already normalised)."""
+    return list(_latin_terms(piece))
+
+
+@functools.lru_cache(maxsize=65536)
+def _latin_terms(piece: str) -> tuple[str, ...]:
+    # Cached: a build meets the same few thousand words again and again.
     parts = _PARTS.findall(piece)
     if len(parts) == 1:
         word = stem(parts[0])
-        return [word] if len(word) > 1 and parts[0] not in STOP_EN else []
-    whole = [piece] if len(piece) > 1 else []
-    return whole + [stem(p) for p in parts if len(p) > 1 and p not in STOP_EN]
+        return (word,) if len(word) > 1 and parts[0] not in STOP_EN else ()
+    whole = (piece,) if len(piece) > 1 else ()
+    return whole + tuple(stem(p) for p in parts if len(p) > 1 and p not in STOP_EN)
 
 
 def document_tokens(text: str, *, words: int = MAX_SEGMENTED_CHARS) -> list[str]:
@@ -180,9 +186,14 @@ def document_tokens(text: str, *, words: int = MAX_SEGMENTED_CHARS) -> list[str]
     words out of at most `words` characters of Chinese; the rest gets its character pairs
     only, as jieba takes seconds per hundred thousand characters."""
     tokens: list[str] = []
-    for piece, _, _, chinese in runs(normalize(text)):
+    text = normalize(text)
+    if text.isascii():  # no Chinese run: every word is a Latin one (`runs` would say so)
+        for piece in _WORDS.findall(text):
+            tokens += _latin_terms(piece)
+        return tokens
+    for piece, _, _, chinese in runs(text):
         if not chinese:
-            tokens += latin_tokens(piece)
+            tokens += _latin_terms(piece)
             continue
         tokens += _segment(piece, piece[: max(words, 0)])
         words -= len(piece)

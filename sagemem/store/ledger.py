@@ -11,6 +11,17 @@ The ledger is `<state>/access.json`, changed only under its lock (read, merge, a
 replace), so writers in several processes never lose each other's events. It is never
 written into memory files, so using a memory never changes its bytes or its mtime.
 
+The hooks count a use on every prompt and every file the agent reads, and a rewrite of the
+whole ledger grows with it (18 ms at 1,000 memories used, 180 ms at 10,000). So they append
+one line to `<state>/access.log` instead, under a shared lock on that file, and the next
+writer past `FOLD_AT` bytes (or any use counted under the ledger's lock: a citation, a
+`sagemem read`) folds the log in: it renames the log, waits for the appenders that still
+hold it (an exclusive lock on the renamed file), merges its lines and replaces the ledger,
+and only then removes the renamed file. An appender that finds its file removed meanwhile
+opens the new one. Readers merge the ledger and the log. A crash between the ledger's
+replacement and the removal counts that log's uses twice at the next fold: an event counted
+twice is a smaller harm than one lost.
+
 A state directory may come with a clone, so the ledger is read by its shape: an entry of the
 wrong shape reads as no use of that memory, a ledger that cannot be read at all as no use of
 any. Reading changes nothing. The next write first sets the damaged file aside, whole, under a
@@ -23,6 +34,8 @@ prompt hook, which counts injections on every prompt, carries them over as they 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -30,8 +43,8 @@ from pathlib import Path
 
 from . import records, shape
 from .errors import SagememError, SagememWarning
-from .files import safe_folder, write_atomic
-from .locking import exclusive
+from .files import read_state, safe_folder, write_atomic
+from .locking import FLOCK, exclusive, hold
 from .names import is_stored_name
 from .records import TYPE_CHECKING
 
@@ -42,8 +55,17 @@ KINDS = ("injected", "read", "cited")
 MAX_RECEIPTS = 10_000
 LOCK_TIMEOUT = 10.0
 MAX_LEDGER_BYTES = 16 * 1024 * 1024
-_ASIDE = "sets the ledger aside (access.json.damaged-<time>) and writes it anew without that part"
-_EFFECT = f"what it holds there is not counted, and the next use {_ASIDE}"
+LOG = "access.log"
+MAX_LOG_BYTES = MAX_LEDGER_BYTES
+FOLDING = "access.log.folding"  # the log being folded in (left behind only by a crash)
+FOLD_AT = 64 * 1024  # bytes of log (about 600 prompts) after which the writer folds it in
+APPENDED = ("injected", "read")  # the kinds a hook counts by a line in the log
+_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_O_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (_O_READ & ~os.O_RDONLY)  # no link, no wait
+_ASIDE = "sets it aside (access.json.damaged-<time>) and writes it anew without that part"
+# The next write: a read or citation counted under the lock, or the hooks' log folded in.
+_EFFECT = f"what it holds there is not counted, and the next write of the ledger {_ASIDE}"
+_LOG_EFFECT = "what it holds there is not counted, and the next fold sets it aside (<name>.damaged-<time>)"
 _RECEIPT_EFFECT = f"that citation is not known as counted, and the next citation {_ASIDE}"
 # The ledger as `record` writes it: {"files": {file: {kind: use}}, "receipts": {id: receipt}};
 # each entry is checked on its own (`_read`).
@@ -51,6 +73,7 @@ _LEDGER = shape.obj({}, {"files": shape.an_object, "receipts": shape.an_object})
 _USE = shape.obj({"last": shape.nothing_or(shape.moment), "count": shape.count})
 _FILE = shape.obj({}, {kind: _USE for kind in KINDS})
 _RECEIPT = shape.obj({"at": shape.moment, "files": shape.each(shape.text)})
+_LINE = shape.obj({"kind": shape.one_of(*APPENDED), "at": shape.moment, "files": shape.each(shape.text)})
 
 
 class Use(records.Record):
@@ -92,20 +115,29 @@ def path_for(state_dir: Path) -> Path:
 
 
 def load(state_dir: Path) -> dict[str, Record]:
-    """Every memory's record; a missing or damaged ledger reads as empty, and a damaged
-    entry as no use of that memory (`problems` says what is wrong)."""
+    """Every memory's record, the log's uses counted in; a missing or damaged ledger reads
+    as empty, and a damaged entry or line as no use (`problems` says what is wrong)."""
     files = _read(path_for(state_dir), state_dir, receipts=False)[0]["files"]
+    for name in (FOLDING, LOG):
+        _count(files, _logged(state_dir / name, state_dir)[0])
     return {name: _record(name, fields) for name, fields in files.items()}
 
 
 def problems(state_dir: Path) -> list[tuple[Path, str]]:
-    """(path, what is wrong) for a ledger damaged in whole or in part, and what the next write
-    does about it."""
+    """(path, what is wrong) for a ledger or log damaged in whole or in part, and what the
+    next write does about it."""
     path = path_for(state_dir)
+    found = []
     _, wrong, receipts = _read(path, state_dir, receipts=True)
     if wrong:
-        return [(path, f"{_first(wrong + receipts)}; {_EFFECT}")]
-    return [(path, f"{_first(receipts)}; {_RECEIPT_EFFECT}")] if receipts else []
+        found.append((path, f"{_first(wrong + receipts)}; {_EFFECT}"))
+    elif receipts:
+        found.append((path, f"{_first(receipts)}; {_RECEIPT_EFFECT}"))
+    for name in (FOLDING, LOG):
+        wrong = _logged(state_dir / name, state_dir)[1]
+        if wrong:
+            found.append((state_dir / name, f"{_first(wrong)}; {_LOG_EFFECT}"))
+    return found
 
 
 def record(
@@ -126,34 +158,203 @@ def record(
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}")
     names = list(dict.fromkeys(files))
-    path = path_for(state_dir)
     stamp = time.time() if now is None else now
-    with exclusive(safe_folder(state_dir) / "access.lock", LOCK_TIMEOUT):
+    if kind in APPENDED and receipt is None and live is None:
+        size = _append(state_dir, {"kind": kind, "at": stamp, "files": names})
+        if size is not None:
+            if size >= FOLD_AT:
+                try:
+                    _rewrite(state_dir, timeout=0.0)
+                except (SagememError, OSError):  # the use is in the log; the next one tries again
+                    pass  # (held by another writer, which folds it in, or damaged: `problems` says)
+            return names
+    return _rewrite(state_dir, kind, names, stamp, receipt=receipt, live=live)
+
+
+def _rewrite(
+    state_dir: Path,
+    kind: str = "",
+    names: list[str] | None = None,
+    stamp: float = 0.0,
+    *,
+    receipt: str | None = None,
+    live: Callable[[], Iterable[str]] | None = None,
+    timeout: float = LOCK_TIMEOUT,
+) -> list[str]:
+    """The ledger read, the log folded in, `names` counted (none: a fold alone) and written
+    back, under the ledger's lock."""
+    names = names or []
+    path = path_for(state_dir)
+    with exclusive(safe_folder(state_dir) / "access.lock", timeout):
         data, wrong, wrong_receipts = _read(path, state_dir, receipts=receipt is not None)
         if wrong or wrong_receipts:
             _set_aside(path, _first(wrong + wrong_receipts))
-        receipts: dict[str, Any] = data["receipts"]
-        if receipt is not None:
-            seen = receipts.get(receipt)
-            if seen is not None:
-                if sorted(seen.get("files", [])) != sorted(names):
-                    raise SagememError(f"receipt {receipt!r} was already used for {', '.join(seen['files'])}")
-                return []
+        folding = _take_log(state_dir)
+        try:
+            return _counted(state_dir, data, kind, names, stamp, folding, receipt=receipt, live=live)
+        finally:
+            if folding is not None and folding.fd >= 0:
+                os.close(folding.fd)
+
+
+def _counted(
+    state_dir: Path,
+    data: dict[str, Any],
+    kind: str,
+    names: list[str],
+    stamp: float,
+    folding: _Fold | None,
+    *,
+    receipt: str | None,
+    live: Callable[[], Iterable[str]] | None,
+) -> list[str]:
+    """`data` with the folded log's uses and `names`' counted, written back when anything
+    changed; the names counted (none for a receipt seen before)."""
+    refused = None
+    receipts: dict[str, Any] = data["receipts"]
+    if receipt is not None:
+        seen = receipts.get(receipt)
+        if seen is not None:
+            if sorted(seen.get("files", [])) != sorted(names):
+                refused = SagememError(f"receipt {receipt!r} was already used for {', '.join(seen['files'])}")
+            names = []
+        else:
             receipts[receipt] = {"at": stamp, "files": sorted(names)}
             if len(receipts) > MAX_RECEIPTS:
                 for old in sorted(receipts, key=lambda r: receipts[r]["at"])[: len(receipts) - MAX_RECEIPTS]:
                     del receipts[old]
-        table: dict[str, Any] = data["files"]
-        for name in names:
-            use = table.setdefault(name, {}).setdefault(kind, {"last": None, "count": 0})
-            use["last"] = max(stamp, use["last"] or 0)
-            use["count"] += 1
-        if live is not None:
-            keep = set(live())
-            for name in [n for n in table if n not in keep]:
-                del table[name]
-        write_atomic(path, _dumped(data))
+    table: dict[str, Any] = data["files"]
+    if folding is not None:
+        _count(table, folding.events)
+    _count(table, [{"kind": kind, "at": stamp, "files": names}])
+    if live is not None:
+        keep = set(live())
+        for name in [n for n in table if n not in keep]:
+            del table[name]
+    if names or folding is not None:
+        write_atomic(path_for(state_dir), _dumped(data))
+    if folding is not None:
+        _folded(state_dir, folding)
+    if refused is not None:
+        raise refused
     return names
+
+
+def _count(table: dict[str, Any], events: Iterable[dict[str, Any]]) -> None:
+    for event in events:
+        for name in event["files"]:
+            use = table.setdefault(name, {}).setdefault(event["kind"], {"last": None, "count": 0})
+            use["last"] = max(event["at"], use["last"] or 0)
+            use["count"] += 1
+
+
+class _Fold(records.Record):
+    """The log taken in by a fold: its file held open (locked), its uses, what was wrong."""
+
+    fd: int
+    events: list
+    wrong: list
+
+
+def _append(state_dir: Path, event: dict[str, Any]) -> int | None:
+    """Append `event` to the log as one line; the log's size after it, or None where it
+    cannot be appended to (no `flock`, not a regular file, too large, held too long): the
+    locked path then counts the use and sets aside what is in the log's place."""
+    if not FLOCK:
+        return None
+    try:
+        line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    path = safe_folder(state_dir) / LOG
+    for _ in range(3):
+        try:
+            fd = os.open(path, _O_APPEND, 0o644)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_LOG_BYTES:
+                return None
+            if not hold(fd, shared=True, timeout=1.0):
+                return None
+            if os.fstat(fd).st_nlink == 0:
+                continue  # folded in and removed since it was opened: append to the new log
+            os.write(fd, line)
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+    return None
+
+
+def _take_log(state_dir: Path) -> _Fold | None:
+    """The log, renamed out of the appenders' way and locked once the last of them is done
+    with it (a log a crash left mid-fold is taken first, the current one at the next fold)."""
+    folding = state_dir / FOLDING
+    if not os.path.lexists(folding):
+        try:
+            os.rename(state_dir / LOG, folding)
+        except OSError:  # none to fold (or none that can be moved: then it stays a log)
+            return None
+    try:
+        fd = os.open(folding, _O_READ)
+    except OSError as exc:
+        return _Fold(-1, [], ["is a symbolic link" if os.path.islink(folding) else f"cannot be read ({exc})"])
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return _Fold(fd, [], ["is not a regular file"])
+    hold(fd, shared=False, timeout=1.0)  # an appender holds it for one write
+    with open(fd, "rb", closefd=False) as handle:
+        raw = handle.read(MAX_LOG_BYTES + 1)
+    if len(raw) > MAX_LOG_BYTES:
+        return _Fold(fd, [], [f"is larger than {MAX_LOG_BYTES} bytes"])
+    return _Fold(fd, *_lines(raw, complete=True))
+
+
+def _folded(state_dir: Path, fold: _Fold) -> None:
+    """The folded log removed, now that the ledger holds its uses; a damaged one set aside."""
+    path = state_dir / FOLDING
+    if fold.wrong:
+        _set_aside(path, _first(fold.wrong))
+        if not os.path.lexists(path):
+            return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # counted again at the next fold: twice rather than never
+
+
+def _logged(path: Path, state_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The uses in a log, read without a lock (a line still being written is not one yet),
+    and what is wrong with it."""
+    try:
+        raw = read_state(path, MAX_LOG_BYTES, under=state_dir)
+    except (SagememError, OSError) as exc:
+        return [], [str(getattr(exc, "rule", "") or exc)]
+    return ([], []) if raw is None else _lines(raw, complete=False)
+
+
+def _lines(raw: bytes, *, complete: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    """The events of a log's lines, each checked, and what is wrong with the others. An
+    unterminated last line is being written (`complete` False), or was cut short."""
+    lines = raw.split(b"\n")
+    last = lines.pop()
+    if last and complete:
+        lines.append(last)
+    events, wrong = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            wrong.append(f"line {number} is not a JSON line sagemem wrote")
+            continue
+        why = shape.problem(value, _LINE) or next(filter(None, map(_name, value["files"])), "")
+        if why:
+            wrong.append(f"line {number}: {why}")
+            continue
+        events.append(value)
+    return events, wrong
 
 
 def _set_aside(path: Path, why: str) -> None:

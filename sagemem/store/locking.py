@@ -23,6 +23,7 @@ try:
     import fcntl
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
+FLOCK = fcntl is not None  # a file itself can be locked (`hold`)
 
 
 @contextmanager
@@ -59,6 +60,22 @@ def exclusive(path: Path, timeout: float) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def hold(fd: int, *, shared: bool, timeout: float) -> bool:
+    """Lock the open file `fd` itself, shared or exclusive, until it is closed; waits up to
+    `timeout` s. False where it could not: another holder kept it, or no `flock` here."""
+    if fcntl is None:
+        return False
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
 
 
 class LockTimeout(SagememError):
