@@ -11,7 +11,7 @@ path pays only for what it uses.
 
 from __future__ import annotations
 
-from .store.records import TYPE_CHECKING
+TYPE_CHECKING = False  # as in store/records.py, without its `collections`: the relay's path
 
 if TYPE_CHECKING:
     from typing import Any

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -282,6 +284,23 @@ def test_the_hook_loads_the_modules_it_loaded_before_and_no_more(warm: Path) -> 
     edit = {"file_path": str(warm / "project_x.md"), "old_string": "deploy", "new_string": "ship"}
     done = {"hook_event_name": "PostToolUse", "session_id": "s", "tool_name": "Edit", "tool_input": edit}
     assert loaded_by_hook(warm, done) == FILE_TOOL
+
+
+def test_a_hook_handed_to_the_resident_process_loads_only_the_relay() -> None:
+    """What a relayed hook's own process imports beyond a bare start, before it hands its
+    streams over: the entry point, the relay and the installation's digest; no `collections`
+    (which `store/records.py` needs), no `re`, no `typing`."""
+    code = (
+        "import sys; before = set(sys.modules); import sagemem.__main__; "
+        "from sagemem.agents import relay; relay.key(); print(*sorted(set(sys.modules) - before))"
+    )
+    done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True)
+    new = set(done.stdout.split())
+    assert {m for m in new if m.startswith("sagemem")} == {
+        "sagemem", "sagemem.__main__", "sagemem.agents", "sagemem.agents.relay", "sagemem.store",
+        "sagemem.store.digests",
+    }  # fmt: skip
+    assert not new & {"collections", "re", "enum", "typing", "hashlib", "json"}, new
 
 
 def test_a_file_tool_on_a_file_that_is_no_memory_loads_no_scanner(warm: Path) -> None:

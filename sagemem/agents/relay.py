@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..store.records import TYPE_CHECKING
+TYPE_CHECKING = False  # as in store/records.py, without its `collections`: the relay's path
 
 if TYPE_CHECKING:
     import _socket

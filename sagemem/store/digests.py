@@ -10,7 +10,7 @@ Bulk hashing elsewhere (snapshots, checkups) keeps `hashlib`. A build without th
 
 from __future__ import annotations
 
-from .records import TYPE_CHECKING
+TYPE_CHECKING = False  # as in store/records.py, without its `collections`: the relay's path
 
 if TYPE_CHECKING:  # the same callable, as far as types go
     from hashlib import sha256 as _sha256
