@@ -177,6 +177,27 @@ def test_install_command_user_scope(tmp_path: Path) -> None:
 # -- the command written ----------------------------------------------------------------------------
 
 
+def test_a_python_with_no_sagemem_script_beside_it_keeps_the_sagemem_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launcher that puts sagemem on the path itself (pex, a Nix wrapper) runs a Python
+    that cannot import sagemem alone: the hook keeps running that launcher."""
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.write_text("")
+    monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.setattr(command, "sagemem_command", lambda: ("/opt/wrapped/bin/sagemem",))
+    command.hook_command.cache_clear()
+    try:
+        assert command.hook_command() == ("/opt/wrapped/bin/sagemem",)
+        (python.parent / "sagemem").write_text("")  # a script beside it: the Python is started directly
+        command.hook_command.cache_clear()
+        if sys.version_info >= (3, 11):
+            assert command.hook_command() == (str(python), "-P", "-c", command.HOOK_CODE)
+    finally:
+        command.hook_command.cache_clear()
+
+
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="the hook line runs Python with -P from 3.11")
 def test_the_hook_line_runs_this_sagemem_never_the_projects_own(tmp_path: Path) -> None:
     """The line `install` writes for a user's hooks, run by a shell in a project that has a

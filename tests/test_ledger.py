@@ -208,5 +208,58 @@ def test_a_fold_waits_for_the_appender_that_holds_the_log(
     monkeypatch.setattr(ledger, "hold", fold_meanwhile)
     ledger.record(tmp_path, "injected", ["a.md"], now=WHEN + 1)
     folding[0].join(timeout=30)
-    assert not (tmp_path / ledger.LOG).exists() and not (tmp_path / ledger.FOLDING).exists()
-    assert ledger.load(tmp_path)["a.md"].injected == ledger.Use(WHEN + 1, 2)
+    assert not (tmp_path / ledger.FOLDING).exists()  # folded, with or without the line
+    assert ledger.load(tmp_path)["a.md"].injected == ledger.Use(WHEN + 1, 2)  # in the new log if not
+
+
+def test_a_fold_that_cannot_have_the_log_to_itself_leaves_it_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An appender that holds the log past the wait (a stopped process) may write still: the
+    fold leaves the log where the next fold takes it, and nothing is lost."""
+    ledger.record(tmp_path, "injected", ["a.md"], now=WHEN)
+    real = ledger.hold
+    monkeypatch.setattr(
+        ledger, "hold", lambda fd, *, shared, timeout: shared and real(fd, shared=True, timeout=timeout)
+    )
+    ledger.record(tmp_path, "read", ["a.md"], live=lambda: ["a.md"])
+    assert (tmp_path / ledger.FOLDING).exists()  # not removed
+    with open(tmp_path / ledger.FOLDING, "a") as late:  # the stopped appender's line
+        late.write(json.dumps({"kind": "injected", "at": WHEN + 1, "files": ["a.md"]}) + "\n")
+    monkeypatch.setattr(ledger, "hold", real)
+    ledger.record(tmp_path, "read", ["a.md"], live=lambda: ["a.md"])
+    assert not (tmp_path / ledger.FOLDING).exists()
+    assert ledger.load(tmp_path)["a.md"] == ledger.Record(
+        "a.md", ledger.Use(WHEN + 1, 2), ledger.load(tmp_path)["a.md"].read
+    )
+    assert ledger.load(tmp_path)["a.md"].read.count == 2
+
+
+def test_an_appender_whose_log_was_set_aside_meanwhile_appends_to_the_new_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged log is moved to a name of its own, not removed: the appender that opened it
+    before must not write its line there."""
+    (tmp_path / ledger.LOG).write_text("not json\n")
+    real = ledger.hold
+
+    def fold_first(fd: int, *, shared: bool, timeout: float) -> bool:
+        if shared and not list(tmp_path.glob("*.damaged-*")):
+            ledger.record(tmp_path, "read", ["a.md"], live=lambda: ["a.md"])
+        return real(fd, shared=shared, timeout=timeout)
+
+    monkeypatch.setattr(ledger, "hold", fold_first)
+    ledger.record(tmp_path, "injected", ["a.md"], now=WHEN)
+    [aside] = tmp_path.glob("*.damaged-*")
+    assert aside.read_text() == "not json\n"
+    assert ledger.load(tmp_path)["a.md"].injected == ledger.Use(WHEN, 1)
+
+
+def test_a_write_that_counts_nothing_still_replaces_a_damaged_ledger(tmp_path: Path) -> None:
+    """The damaged ledger is set aside; its sound entries are written anew, not dropped."""
+    (tmp_path / "access.json").write_text(
+        json.dumps({"files": {"a.md": {"read": {"last": WHEN, "count": 5}}, "b.md": {"read": "x"}}})
+    )
+    assert ledger.record(tmp_path, "cited", [], receipt="r1") == []
+    assert ledger.load(tmp_path)["a.md"].read == ledger.Use(WHEN, 5)
+    assert len(list(tmp_path.glob("access.json.damaged-*"))) == 1

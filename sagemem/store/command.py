@@ -56,6 +56,8 @@ def hook_command() -> tuple[str, ...]:
     script is an .exe), `sagemem_command()`."""
     if os.name == "nt" or sys.version_info < (3, 11) or not os.path.isabs(sys.executable):
         return sagemem_command()
+    if not Path(sys.executable).with_name("sagemem").is_file():
+        return sagemem_command()  # a launcher that finds sagemem itself (pex, a Nix wrapper)
     return (sys.executable, "-P", "-c", HOOK_CODE)
 
 

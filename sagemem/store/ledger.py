@@ -191,10 +191,15 @@ def _rewrite(
             _set_aside(path, _first(wrong + wrong_receipts))
         folding = _take_log(state_dir)
         try:
-            return _counted(state_dir, data, kind, names, stamp, folding, receipt=receipt, live=live)
+            counted = _counted(
+                state_dir, data, kind, names, stamp, folding, receipt=receipt, live=live, anew=bool(wrong)
+            )
         finally:
             if folding is not None and folding.fd >= 0:
-                os.close(folding.fd)
+                os.close(folding.fd)  # before the removal: Windows removes no open file
+        if folding is not None:
+            _folded(state_dir, folding)
+        return counted
 
 
 def _counted(
@@ -207,11 +212,14 @@ def _counted(
     *,
     receipt: str | None,
     live: Callable[[], Iterable[str]] | None,
+    anew: bool,
 ) -> list[str]:
     """`data` with the folded log's uses and `names`' counted, written back when anything
-    changed; the names counted (none for a receipt seen before)."""
+    changed or the damaged ledger was set aside (`anew`); the names counted (none for a
+    receipt seen before)."""
     refused = None
     receipts: dict[str, Any] = data["receipts"]
+    fresh_receipt = receipt is not None and receipt not in receipts
     if receipt is not None:
         seen = receipts.get(receipt)
         if seen is not None:
@@ -227,14 +235,14 @@ def _counted(
     if folding is not None:
         _count(table, folding.events)
     _count(table, [{"kind": kind, "at": stamp, "files": names}])
+    pruned = []
     if live is not None:
         keep = set(live())
-        for name in [n for n in table if n not in keep]:
+        pruned = [n for n in table if n not in keep]
+        for name in pruned:
             del table[name]
-    if names or folding is not None:
+    if names or folding is not None or anew or pruned or fresh_receipt:
         write_atomic(path_for(state_dir), _dumped(data))
-    if folding is not None:
-        _folded(state_dir, folding)
     if refused is not None:
         raise refused
     return names
@@ -278,13 +286,23 @@ def _append(state_dir: Path, event: dict[str, Any]) -> int | None:
                 return None
             if not hold(fd, shared=True, timeout=1.0):
                 return None
-            if os.fstat(fd).st_nlink == 0:
-                continue  # folded in and removed since it was opened: append to the new log
+            if not _still(fd, path):
+                continue  # folded in (or set aside) since it was opened: append to the new log
             os.write(fd, line)
             return os.fstat(fd).st_size
         finally:
             os.close(fd)
     return None
+
+
+def _still(fd: int, path: Path) -> bool:
+    """The open file `fd` is still the one at `path` (not renamed, set aside or removed)."""
+    held = os.fstat(fd)
+    try:
+        named = os.lstat(path)
+    except OSError:
+        return False
+    return held.st_nlink > 0 and (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _take_log(state_dir: Path) -> _Fold | None:
@@ -302,7 +320,9 @@ def _take_log(state_dir: Path) -> _Fold | None:
         return _Fold(-1, [], ["is a symbolic link" if os.path.islink(folding) else f"cannot be read ({exc})"])
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         return _Fold(fd, [], ["is not a regular file"])
-    hold(fd, shared=False, timeout=1.0)  # an appender holds it for one write
+    if FLOCK and not hold(fd, shared=False, timeout=1.0):  # an appender holds it for one write
+        os.close(fd)  # held longer (a stopped process): its line may yet come; the next fold takes it
+        return None
     with open(fd, "rb", closefd=False) as handle:
         raw = handle.read(MAX_LOG_BYTES + 1)
     if len(raw) > MAX_LOG_BYTES:
