@@ -263,3 +263,11 @@ def test_a_write_that_counts_nothing_still_replaces_a_damaged_ledger(tmp_path: P
     assert ledger.record(tmp_path, "cited", [], receipt="r1") == []
     assert ledger.load(tmp_path)["a.md"].read == ledger.Use(WHEN, 5)
     assert len(list(tmp_path.glob("access.json.damaged-*"))) == 1
+    # A damaged receipt, and a citation whose receipt was seen before: nothing counted, the
+    # ledger set aside and written anew all the same.
+    data = json.loads((tmp_path / "access.json").read_text())
+    data["receipts"] = {"r0": {"at": "never", "files": []}, "r1": {"at": WHEN, "files": ["a.md"]}}
+    (tmp_path / "access.json").write_text(json.dumps(data))
+    assert ledger.record(tmp_path, "cited", ["a.md"], receipt="r1") == []
+    assert ledger.load(tmp_path)["a.md"].read == ledger.Use(WHEN, 5)
+    assert len(list(tmp_path.glob("access.json.damaged-*"))) == 2

@@ -60,8 +60,9 @@ MAX_LOG_BYTES = MAX_LEDGER_BYTES
 FOLDING = "access.log.folding"  # the log being folded in (left behind only by a crash)
 FOLD_AT = 64 * 1024  # bytes of log (about 600 prompts) after which the writer folds it in
 APPENDED = ("injected", "read")  # the kinds a hook counts by a line in the log
-_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-_O_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (_O_READ & ~os.O_RDONLY)  # no link, no wait
+_NO_LINK_NO_WAIT = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_O_READ = os.O_RDONLY | _NO_LINK_NO_WAIT
+_O_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_LINK_NO_WAIT
 _ASIDE = "sets it aside (access.json.damaged-<time>) and writes it anew without that part"
 # The next write: a read or citation counted under the lock, or the hooks' log folded in.
 _EFFECT = f"what it holds there is not counted, and the next write of the ledger {_ASIDE}"
@@ -187,12 +188,13 @@ def _rewrite(
     path = path_for(state_dir)
     with exclusive(safe_folder(state_dir) / "access.lock", timeout):
         data, wrong, wrong_receipts = _read(path, state_dir, receipts=receipt is not None)
-        if wrong or wrong_receipts:
+        anew = bool(wrong or wrong_receipts)
+        if anew:
             _set_aside(path, _first(wrong + wrong_receipts))
         folding = _take_log(state_dir)
         try:
             counted = _counted(
-                state_dir, data, kind, names, stamp, folding, receipt=receipt, live=live, anew=bool(wrong)
+                state_dir, data, kind, names, stamp, folding, receipt=receipt, live=live, anew=anew
             )
         finally:
             if folding is not None and folding.fd >= 0:
@@ -259,9 +261,9 @@ def _count(table: dict[str, Any], events: Iterable[dict[str, Any]]) -> None:
 class _Fold(records.Record):
     """The log taken in by a fold: its file held open (locked), its uses, what was wrong."""
 
-    fd: int
-    events: list
-    wrong: list
+    fd: int  # -1: not opened
+    events: list[dict[str, Any]]
+    wrong: list[str]
 
 
 def _append(state_dir: Path, event: dict[str, Any]) -> int | None:
