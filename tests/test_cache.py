@@ -172,6 +172,26 @@ def test_edits_creates_deletes_and_renames_are_followed(
     assert contents(load(dance.memory_dir, dance.state_dir)) == contents(fresh(dance))
 
 
+def test_postings_added_later_are_parts_of_a_term_merged_at_the_limit(
+    dance: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that only adds postings to a term writes them as one more part (the row is not
+    rewritten); at `MAX_PARTS` the parts are merged into one; the postings read are always
+    those of a fresh build."""
+    monkeypatch.setattr(cache, "MAX_PARTS", 3)
+    parts = []
+    for i in range(7):
+        (dance.memory_dir / f"project_zither_{i}.md").write_text(
+            f"---\ndescription: zither lesson {i}\n---\n\nzither practice {i}\n"
+        )
+        snapshot = cache.open_index(dance.memory_dir, dance.state_dir, index_file)
+        parts.append(snapshot.conn.execute("SELECT count(*) FROM terms WHERE term = 'zither'").fetchone()[0])
+        corpus = Corpus(snapshot)
+        assert contents(corpus) == contents(fresh(dance))
+        assert [h.file for h in search(corpus, "zither practice").hits][:1] != []
+    assert parts == [1, 2, 3, 1, 2, 3, 1]
+
+
 def test_a_large_build_reads_in_worker_processes_with_the_same_result(
     dance: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -378,6 +398,29 @@ def test_postings_found_damaged_by_a_query_are_rebuilt(dance: MemoryStore, damag
     assert [h.file for h in dance.search("kerfuffle trophy").hits] == expected
     injected = dance.inject("kerfuffle trophy")
     assert [s.file for s in injected.snippets] == expected
+
+
+@pytest.mark.parametrize(
+    ("column", "damage"), [("terms", '{"a": 1, "b": 2}'), ("terms", "[1, 2]"), ("pids", b"\x01\x02\x03")]
+)
+def test_a_file_row_found_damaged_by_a_change_rebuilds(dance: MemoryStore, column: str, damage: Any) -> None:
+    """What a row keeps to take a file's postings out again (its terms, its paragraph ids) is
+    checked when the file changes: a row no sagemem wrote gets the index built again."""
+    dance.search("kerfuffle trophy")
+    db = dance.state_dir / "cache" / cache.db_name(dance.memory_dir)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            f"UPDATE files SET {column} = ? WHERE name = 'reference_competition_rules.md'",  # noqa: S608
+            (damage,),
+        )
+        assert conn.total_changes
+    conn.close()
+    path = dance.memory_dir / "reference_competition_rules.md"
+    path.write_text(path.read_text().replace("kerfuffle", "brouhaha"))
+    corpus = load(dance.memory_dir, dance.state_dir)
+    assert corpus.repaired
+    assert [h.file for h in search(corpus, "brouhaha trophy").hits] == [path.name]
+    assert contents(corpus) == contents(fresh(dance))
 
 
 def test_a_call_with_a_deadline_indexes_what_it_can_and_the_next_goes_on(tmp_path: Path) -> None:

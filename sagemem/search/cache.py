@@ -2,13 +2,14 @@
 
 SQLite, from the standard library, because it gives what a cache on the hot path needs:
 
-* **Incremental.** Each file's row keeps its stat, its version and its tokens. A call lists
+* **Incremental.** Each file's row keeps its stat, its version and its terms. A call lists
   the directory (names and stat only, never contents) and compares a digest of the listing
   with the one stored: when nothing changed, nothing else is read. When some files changed,
   only those are read; a file whose stat changed but whose bytes hash the same (`touch`) is
-  not re-tokenised; and only the postings of the terms those files hold are rewritten (with
-  the per-id arrays, four bytes per id).
-* **Read only what a query needs.** Postings are one packed blob per term, fetched for the
+  not re-tokenised; and only the postings of the terms those files hold are written (with
+  the per-id arrays, four bytes per id): postings only added are one more part of a term's
+  row, never a copy of it.
+* **Read only what a query needs.** Postings are packed blobs per term, fetched for the
   query's terms alone, and an entry is decoded only when it becomes a result; what grows
   with the directory is the listing, its digest and the per-id arrays.
 * **Safe under concurrency.** Files are tokenised outside any lock; the changes are then
@@ -56,13 +57,19 @@ if TYPE_CHECKING:
     # Given the jobs of a batch and the deadline: what gives their results.
     Reader = Callable[[list[tuple[Any, ...]], float | None], Callable[[], list["_Fresh"]]]
 
-FORMAT = 13  # 13: the per-id arrays are stored in slices, read as a query needs them
+# 13: the per-id arrays are stored in slices, read as a query needs them; 14: a term's
+# postings in parts, so a batch adds its own instead of rewriting the row
+FORMAT = 14
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 
 DEAD = 0xFFFFFFFF  # a free paragraph id
 BATCH = 500  # files tokenised per transaction, to begin with (`_batches`)
 MAX_BATCH = 4000
 _ROWS_AT_ONCE = 500  # term rows read, merged and written back together (SQLite allows 999 `?`)
+# A term's postings are the concatenation of its parts, in order: a batch that only adds
+# postings to a term writes them as one more part, and a term's parts are merged into one
+# when it loses postings or has this many (a query reads every part of its terms).
+MAX_PARTS = 16
 PARALLEL_FROM = 1000  # files to read before worker processes repay their start
 BUSY_MS = 20_000
 # What BM25 needs besides the postings: document counts and summed lengths.
@@ -87,14 +94,17 @@ CREATE TABLE IF NOT EXISTS files(
     version TEXT,
     baseline INTEGER NOT NULL DEFAULT 0,
     entry BLOB,
-    tokens BLOB,
+    terms TEXT,
+    pids BLOB,
     problem TEXT,
     scanned INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS files_baseline ON files(baseline) WHERE baseline;
 CREATE INDEX IF NOT EXISTS files_unscanned ON files(doc) WHERE NOT scanned;
 CREATE INDEX IF NOT EXISTS files_problem ON files(problem) WHERE problem IS NOT NULL;
-CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, descriptions BLOB, paragraphs BLOB) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS terms(
+    term TEXT NOT NULL, part INTEGER NOT NULL, descriptions BLOB, paragraphs BLOB, PRIMARY KEY(term, part)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS arrays(
     name TEXT NOT NULL, slice INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(name, slice)
 ) WITHOUT ROWID;
@@ -118,12 +128,17 @@ class CacheDamaged(Exception):
 
 class _Fresh(Record):
     """One changed file as read: its new stat, and either new tokens, the same bytes as
-    before (`same`: only the stat and mtime change), or nothing usable (entry None)."""
+    before (`same`: only the stat and mtime change), or nothing usable (entry None). What
+    the index stores of it comes ready made from the process that read it: the entry as
+    JSON, the paragraphs' lines, and the terms it holds (see `_stored_terms`)."""
 
     stamp: str
     version: str | None
-    entry: dict[str, Any] | None
+    entry: str | None
     tokens: tuple[dict[str, int], list[dict[str, int]]] | None
+    spans: list[list[int]] | None = None
+    baseline: bool = False
+    terms: str | None = None
     same: bool = False
     problem: str | None = None
     scanned: bool = True  # its secrets looked for by the full scan
@@ -412,8 +427,11 @@ def _connect(db: Path | None) -> sqlite3.Connection:
                 raise CacheDamaged(f"{db.name}{suffix}: larger than an index grows")
         conn = sqlite3.connect(db, timeout=BUSY_MS / 1000, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA trusted_schema=OFF")
-        # WAL: a reader keeps one consistent snapshot while writers go on committing.
+        # WAL: a reader keeps one consistent snapshot while writers go on committing. NORMAL:
+        # a commit is not flushed to the disk (a power cut may lose the last ones, never the
+        # index's consistency), since the index is derived and a lost change is read again.
         conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
     found = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
     if found is not None and _objects(conn) != _expected_objects():
         # A view, a trigger, a column with a default or a check of someone else's: SQL that
@@ -673,7 +691,27 @@ def _read(path: Path, stamp: str, version: str | None, index_file: Indexed, full
         built = None
     if built is None or isinstance(built, str):
         return _Fresh(stamp, now, None, None, problem=built)
-    return _Fresh(stamp, now, *built, scanned=full)
+    fields, tokens = built
+    return _Fresh(
+        stamp,
+        now,
+        json.dumps(fields, ensure_ascii=False),
+        tokens,
+        spans=fields["paragraphs"],
+        baseline=bool(fields["baseline"]),
+        terms=_stored_terms(tokens),
+        scanned=full,
+    )
+
+
+def _stored_terms(tokens: tuple[dict[str, int], list[dict[str, int]]]) -> str:
+    """What the index keeps of a file's tokens, to take its postings out again when it
+    changes: its description's terms and the terms of its paragraphs, as JSON (the counts
+    and which paragraph holds which term are in the postings; its paragraph ids are kept
+    beside them)."""
+    described, paragraphs = tokens
+    held = dict.fromkeys(term for tf in paragraphs for term in tf)  # in order: the same bytes each build
+    return json.dumps([list(described), list(held)], ensure_ascii=False)
 
 
 class _Arrays:
@@ -752,10 +790,12 @@ class _Changes:
         self.drop: tuple[dict[str, set[int]], dict[str, set[int]]] = ({}, {})
         self.add: tuple[dict[str, array[int]], dict[str, array[int]]] = ({}, {})
 
-    def remove(self, column: int, tf: dict[str, int], doc: int) -> None:
+    def remove(self, column: int, terms: Iterable[str], docs: set[int]) -> None:
+        """Take `docs` out of the postings of `terms` (a term's row holds only the ids
+        that have it, so every id of a file may be taken out of every term it holds)."""
         drop = self.drop[column]
-        for term in tf:
-            drop.setdefault(term, set()).add(doc)
+        for term in terms:
+            drop.setdefault(term, set()).update(docs)
 
     def put(self, column: int, tf: dict[str, int], doc: int) -> None:
         # Run once for each posting of a build: no tuple, no call but the lookup.
@@ -769,23 +809,35 @@ class _Changes:
                 pairs.append(doc)
                 pairs.append(count)
 
-    def write(self, conn: sqlite3.Connection, empty: bool) -> None:
-        """Each term's row merged with its changes and written back, a few hundred terms at
-        a time: a large index's common terms hold long rows, and all of them at once would
-        be most of the index in memory."""
-        terms = sorted(set().union(*self.drop, *self.add))
+    def write(self, conn: sqlite3.Connection) -> None:
+        """Each term's changes written, a few hundred terms at a time. Postings only added
+        become one more part of the term (a first build's growing rows are never read back
+        nor copied); a term that loses postings, or has `MAX_PARTS`, is read, merged into
+        one part and written back: a large index's common terms hold long rows, and all of
+        them at once would be most of the index in memory."""
+        described, found = self.add
+        dropped = self.drop[0].keys() | self.drop[1].keys()
+        terms = sorted(dropped | described.keys() | found.keys())
         for start in range(0, len(terms), _ROWS_AT_ONCE):
             chunk = terms[start : start + _ROWS_AT_ONCE]
-            stored = {} if empty else _rows(conn, chunk)
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT term, max(part) FROM terms WHERE term IN ({marks}) GROUP BY term"  # noqa: S608
+            last: dict[str, int] = dict(conn.execute(query, chunk).fetchall())
+            merged = {t for t in chunk if t in last and (t in dropped or last[t] + 1 >= MAX_PARTS)}
+            stored = _rows(conn, sorted(merged))
             rows = []
             for term in chunk:
-                old = stored.get(term, (None, None))
-                new = [self._merge(old[c], self.drop[c].get(term), self.add[c].get(term)) for c in (0, 1)]
-                rows.append((term, *new))
-            emptied = [(t,) for t, d, p in rows if not d and not p]
-            kept = [r for r in rows if r[1] or r[2]]
-            conn.executemany("DELETE FROM terms WHERE term = ?", emptied)
-            conn.executemany("INSERT OR REPLACE INTO terms VALUES (?, ?, ?)", kept)
+                if term in merged:
+                    old = stored.get(term, (None, None))
+                    new = [self._merge(old[c], self.drop[c].get(term), self.add[c].get(term)) for c in (0, 1)]
+                    if new[0] or new[1]:
+                        rows.append((term, 0, *new))
+                elif term in described or term in found:
+                    rows.append(
+                        (term, last.get(term, -1) + 1, _blob(described.get(term)), _blob(found.get(term)))
+                    )
+            conn.executemany("DELETE FROM terms WHERE term = ?", [(t,) for t in merged])
+            conn.executemany("INSERT INTO terms VALUES (?, ?, ?, ?)", rows)
 
     @staticmethod
     def _merge(old: bytes | None, drop: set[int] | None, add: array[int] | None) -> bytes | None:
@@ -802,11 +854,32 @@ class _Changes:
         return pairs.tobytes() if pairs else None
 
 
+def _blob(pairs: array[int] | None) -> bytes | None:
+    return None if pairs is None else pairs.tobytes()
+
+
 def _rows(conn: sqlite3.Connection, terms: list[str]) -> dict[str, tuple[bytes | None, bytes | None]]:
     """The stored rows of `terms`, in one query (one query each cost more than the merge of
-    a large batch)."""
-    query = f"SELECT term, descriptions, paragraphs FROM terms WHERE term IN ({','.join('?' * len(terms))})"  # noqa: S608
-    return {term: (d, p) for term, d, p in conn.execute(query, terms)}
+    a large batch), each term's parts joined."""
+    if not terms:
+        return {}
+    query = (
+        "SELECT term, descriptions, paragraphs FROM terms"
+        f" WHERE term IN ({','.join('?' * len(terms))}) ORDER BY term, part"  # noqa: S608
+    )
+    parts: dict[str, tuple[list[bytes], list[bytes]]] = {}
+    for term, described, found in conn.execute(query, terms):
+        held = parts.setdefault(term, ([], []))
+        if described:
+            held[0].append(described)
+        if found:
+            held[1].append(found)
+    return {term: (b"".join(d) or None, b"".join(p) or None) for term, (d, p) in parts.items()}
+
+
+def postings(conn: sqlite3.Connection, term: str) -> tuple[bytes | None, bytes | None]:
+    """The postings of `term` (descriptions, paragraphs): packed (id, count) pairs."""
+    return _rows(conn, [term]).get(term, (None, None))
 
 
 def _apply(
@@ -817,86 +890,107 @@ def _apply(
     (the listing's digest, the journal's mark)."""
     arrays = _Arrays(conn, _meta(conn))
     changes = _Changes()
-    empty = conn.execute("SELECT 1 FROM terms LIMIT 1").fetchone() is None
 
-    def release(doc: int, tokens: bytes | None) -> None:
-        if tokens is None:
+    def release(doc: int, terms: str | None, held: bytes | None) -> None:
+        if terms is None:
             return
         arrays.stats["descriptions_count"] -= 1
-        described, paragraphs, pids = json.loads(tokens)
-        changes.remove(0, described, doc)
-        for tf, pid in zip(paragraphs, pids, strict=True):
-            changes.remove(1, tf, pid)
+        described, found = json.loads(terms)
+        if type(described) is not list or type(found) is not list:
+            raise CacheDamaged("a file's terms are not two lists")
+        pids = array("I")
+        pids.frombytes(held or b"")
+        changes.remove(0, described, {doc})
+        changes.remove(1, found, set(pids))
+        for pid in pids:
             arrays.release(pid)
         arrays.describe(doc, 0)
 
     for name, seen in gone.items():
-        row = conn.execute("SELECT doc, tokens, stamp FROM files WHERE name = ?", (name,)).fetchone()
-        if row is not None and row[2] == seen:  # else it came back since this process looked
-            release(row[0], row[1])
+        row = conn.execute("SELECT doc, terms, pids, stamp FROM files WHERE name = ?", (name,)).fetchone()
+        if row is not None and row[3] == seen:  # else it came back since this process looked
+            release(*row[:3])
             conn.execute("DELETE FROM files WHERE doc = ?", (row[0],))
+    # New files take the ids after the last, as SQLite would give them: one statement each.
+    last = conn.execute("SELECT max(doc) FROM files").fetchone()[0] or 0
     rows = _file_rows(conn, list(fresh))  # in this transaction: as they are now
     for name, item in fresh.items():
         row = rows.get(name)
         if row is not None and (
-            (row[1] == item.stamp and (row[5] or not item.scanned)) or _ctime(row[1]) > _ctime(item.stamp)
+            (row.stamp == item.stamp and (row.scanned or not item.scanned))
+            or _ctime(row.stamp) > _ctime(item.stamp)
         ):
             continue  # another process wrote this state, or a newer one, meanwhile
-        if item.same and row is not None and row[2] == item.version:
-            entry = None if row[3] is None else _restamp(row[3], int(item.stamp.split()[0]) / 1e9)
-            conn.execute("UPDATE files SET stamp = ?, entry = ? WHERE doc = ?", (item.stamp, entry, row[0]))
+        if item.same and row is not None and row.version == item.version:
+            entry = None if row.entry is None else _restamp(row.entry, int(item.stamp.split()[0]) / 1e9)
+            conn.execute("UPDATE files SET stamp = ?, entry = ? WHERE doc = ?", (item.stamp, entry, row.doc))
             continue
         if item.same:
             continue  # the row moved on meanwhile; the next call reads the file again
         if row is None:
-            doc = conn.execute("INSERT INTO files(name, stamp) VALUES (?, ?)", (name, item.stamp)).lastrowid
+            doc = last = last + 1
         else:
-            doc = row[0]
-            release(doc, row[4])
-        tokens = None
+            doc = row.doc
+            release(doc, row.terms, row.pids)
+        terms = pids = None
         arrays.describe(doc, 0)
-        if item.entry is not None and item.tokens is not None:
+        if item.entry is not None and item.tokens is not None and item.spans is not None:
             described, paragraphs = item.tokens
             arrays.stats["descriptions_count"] += 1
             changes.put(0, described, doc)
             arrays.describe(doc, sum(described.values()))
-            pids = []
-            for (start, end), tf in zip(item.entry["paragraphs"], paragraphs, strict=True):
+            taken = array("I")
+            for (start, end), tf in zip(item.spans, paragraphs, strict=True):
                 pid = arrays.take(sum(tf.values()), doc, start, end)
                 changes.put(1, tf, pid)
-                pids.append(pid)
-            tokens = json.dumps((described, paragraphs, pids), ensure_ascii=False)
-        baseline = bool(item.entry and item.entry["baseline"])
-        conn.execute(
-            "UPDATE files SET stamp = ?, version = ?, baseline = ?, entry = ?, tokens = ?, problem = ?,"
-            " scanned = ? WHERE doc = ?",
-            (
-                item.stamp,
-                item.version,
-                baseline,
-                None if item.entry is None else json.dumps(item.entry, ensure_ascii=False),
-                tokens,
-                item.problem,
-                item.scanned,
-                doc,
-            ),
+                taken.append(pid)
+            terms, pids = item.terms, taken.tobytes()
+        values = (
+            item.stamp,
+            item.version,
+            item.baseline,
+            item.entry,
+            terms,
+            pids,
+            item.problem,
+            item.scanned,
         )
-    changes.write(conn, empty)
+        if row is None:
+            conn.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (doc, name, *values))
+        else:
+            conn.execute(
+                "UPDATE files SET stamp = ?, version = ?, baseline = ?, entry = ?, terms = ?, pids = ?,"
+                " problem = ?, scanned = ? WHERE doc = ?",
+                (*values, doc),
+            )
+    changes.write(conn)
     arrays.save(conn)
     _put_meta(conn, {**arrays.stats, **marks})
 
 
-def _file_rows(conn: sqlite3.Connection, names: list[str]) -> dict[str, tuple[Any, ...]]:
-    """(doc, stamp, version, entry, tokens, scanned) of each of `names` the index holds, a
-    few hundred a query (one query a file cost a build more than its rows' merge)."""
+class _Stored(Record):
+    """What the index holds of a file, as a write needs it."""
+
+    doc: int
+    stamp: str
+    version: str | None
+    entry: str | None
+    terms: str | None
+    pids: bytes | None
+    scanned: bool
+
+
+def _file_rows(conn: sqlite3.Connection, names: list[str]) -> dict[str, _Stored]:
+    """The stored row of each of `names` the index holds, a few hundred a query (one query a
+    file cost a build more than its rows' merge)."""
     found = {}
     for start in range(0, len(names), _ROWS_AT_ONCE):
         chunk = names[start : start + _ROWS_AT_ONCE]
         query = (
-            "SELECT name, doc, stamp, version, entry, tokens, scanned FROM files"
+            "SELECT name, doc, stamp, version, entry, terms, pids, scanned FROM files"
             f" WHERE name IN ({','.join('?' * len(chunk))})"  # noqa: S608
         )
-        found.update((row[0], row[1:]) for row in conn.execute(query, chunk))
+        found.update((row[0], _Stored(*row[1:])) for row in conn.execute(query, chunk))
     return found
 
 

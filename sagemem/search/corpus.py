@@ -253,10 +253,7 @@ class _Terms:
     def row(self, term: str) -> tuple[bytes | None, bytes | None]:
         found = self._rows.get(term)
         if found is None:
-            got = self._conn.execute(
-                "SELECT descriptions, paragraphs FROM terms WHERE term = ?", (term,)
-            ).fetchone()
-            found = got or (None, None)
+            found = cache.postings(self._conn, term)
             for packed, size, names in zip(found, self.sizes, self.COLUMNS, strict=True):
                 ids = _check(term, packed, size)
                 if ids:

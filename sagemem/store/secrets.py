@@ -209,7 +209,9 @@ def _scan(text: str, detectors: tuple[_Detector, ...]) -> list[Secret]:
     in_runs, others, needles = _split(detectors)
     folded = _fold(text)
     long_run = bool(in_runs) and _LONG_RUN.search(text) is not None
-    if not ("|" in text or long_run or any(needle in (folded if fold else text) for needle, fold in needles)):
+    # Each needle looked for once: a detector's gate then searches only those that are here.
+    present = {(needle, fold) for needle, fold in needles if needle in (folded if fold else text)}
+    if not ("|" in text or long_run or present):
         return []  # no line any detector reads: most names and descriptions
     lines = text.split("\n")
     starts = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
@@ -218,8 +220,16 @@ def _scan(text: str, detectors: tuple[_Detector, ...]) -> list[Secret]:
     # only at the lines that hold a long run of token characters (every match holds one), and
     # there for their needles: few lines have one.
     todo: dict[int, list[_Detector]] = {}
+    held: dict[tuple[str, bool], set[int]] = {}  # the lines of each needle, as detectors share them
     for detector in others:
-        marked = range(len(lines)) if detector.gate is None else _marked(detector.gate, text, folded, starts)
+        if detector.gate is None:
+            marked: Iterable[int] = range(len(lines))
+        elif present.isdisjoint(detector.gate):
+            continue  # none of its needles is here: most detectors, most texts
+        else:
+            marked = set().union(
+                *(_holding(n, held, text, folded, starts) for n in detector.gate if n in present)
+            )
         for number in marked:
             line = folded[starts[number] : starts[number] + len(lines[number])] if detector.needs else ""
             if not detector.needs or any(part in line for part in detector.needs):
@@ -286,18 +296,27 @@ def _whole_runs(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _marked(needles: _Needles, text: str, folded: str, starts: list[int]) -> Iterable[int]:
-    """The numbers (0-based) of the lines holding one of `needles`: one find per marked line."""
-    marked = set()
-    for needle, fold in needles:
+def _holding(
+    needle: tuple[str, bool],
+    held: dict[tuple[str, bool], set[int]],
+    text: str,
+    folded: str,
+    starts: list[int],
+) -> set[int]:
+    """The numbers (0-based) of the lines holding `needle` (folded, or as it is): one find
+    per marked line, remembered in `held`."""
+    marked = held.get(needle)
+    if marked is None:
+        marked = held[needle] = set()
+        word, fold = needle
         haystack = folded if fold else text
-        at = haystack.find(needle)
+        at = haystack.find(word)
         while at >= 0:
             number = bisect.bisect_right(starts, at) - 1
             marked.add(number)
             if number + 1 == len(starts):
                 break
-            at = haystack.find(needle, starts[number + 1])
+            at = haystack.find(word, starts[number + 1])
     return marked
 
 
