@@ -677,13 +677,10 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def read_toml(path: Path) -> dict[str, Any] | None:
     """A TOML file as a dict ({} when missing); None when it cannot be read or parsed."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ImportError:
-            return None
+    else:  # the same parser, before it joined the standard library
+        import tomli as tomllib
     try:
         return tomllib.loads((read_config(path) or b"").decode("utf-8"))
     except (OSError, SagememError, ValueError, UnicodeDecodeError, RecursionError):

@@ -346,7 +346,7 @@ def _spare(control: socket.socket, warm: Any, reporter: int) -> None:
         control.close()
     except BaseException:  # noqa: BLE001 - the parent died, or killed this spare: nothing to run
         os._exit(0)
-    run(conn, fds[:3], tuple(request), reporter)  # type: ignore[arg-type]
+    run(conn, fds[:3], tuple(request), reporter)
 
 
 def run(conn: socket.socket, streams: list[int], request: Request, reporter: int) -> None:

@@ -93,10 +93,10 @@ def kept_copies(memory_dir: Path, state_dir: Path, archived_names: Iterable[str]
     for resolved in (False, True):
         with contextlib.suppress(SagememError):
             for c in guard.list_conflicts(state_dir, resolved=resolved):
-                for side, data in (("disk", c.disk), ("proposed", c.proposed)):
-                    if data:
+                for side, held in (("disk", c.disk), ("proposed", c.proposed)):
+                    if held:
                         label = f"conflict {c.id}{' (resolved)' if resolved else ''}, {side}"
-                        found.append((label, data.decode("utf-8", "replace")))
+                        found.append((label, held.decode("utf-8", "replace")))
     for path, _ in guard.damaged_records(state_dir):  # a secret may sit in one too
         with contextlib.suppress(SagememError, OSError):
             raw = read_state(path, guard.MAX_RECORD_BYTES) or b""

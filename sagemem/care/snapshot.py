@@ -152,7 +152,7 @@ def create(
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    return Snapshot(sid, kind, label, manifest["created"], tuple(files), target, tuple(skipped))
+    return Snapshot(sid, kind, label, created, tuple(files), target, tuple(skipped))
 
 
 def load(state_dir: Path, sid: str) -> Snapshot:

@@ -28,12 +28,20 @@ from ..store.text import printable
 
 
 class _Failure(click.ClickException):
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
     def show(self, file: Any = None) -> None:
         click.echo(f"sagemem: {_one_line(self.format_message())}", err=True)
+
+
+def _failure(message: str, exit_code: int) -> _Failure:
+    """A failure that exits with `exit_code`: click reads the code from the exception's
+    class, so each code has a class of its own (made once)."""
+    kind = _FAILURES.get(exit_code)
+    if kind is None:
+        kind = _FAILURES[exit_code] = type(f"_Failure{exit_code}", (_Failure,), {"exit_code": exit_code})
+    return kind(message)
+
+
+_FAILURES: dict[int, type[_Failure]] = {1: _Failure}
 
 
 def _refuse_undecodable(ctx: click.Context) -> None:
@@ -76,13 +84,13 @@ class _Group(click.Group):
             try:
                 return super().invoke(ctx)
             except SagememError as exc:
-                raise _Failure(str(exc), exc.exit_code) from exc
+                raise _failure(str(exc), exc.exit_code) from exc
             except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
                 sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps exit-time flushes quiet
                 raise SystemExit(0) from None
             except OSError as exc:
                 where = f"{exc.filename}: " if exc.filename else ""
-                raise _Failure(f"{where}{exc.strerror or exc}", 1) from exc
+                raise _failure(f"{where}{exc.strerror or exc}", 1) from exc
             finally:
                 for warning in caught:
                     if issubclass(warning.category, SagememWarning):

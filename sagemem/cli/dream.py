@@ -46,7 +46,9 @@ def dream(
         return
     from ..dream import dream as run
 
-    ctx: _Context = click_ctx.find_object(_Context)
+    ctx = click_ctx.find_object(_Context)
+    if ctx is None:  # the root command makes one before any subcommand runs
+        raise click.UsageError("sagemem dream runs under the sagemem command")
     if scope:
         ctx.only = scope
     manifest = run(

@@ -139,6 +139,10 @@ def _apply(
     return apply(harness, scope or "project", add=add, dry_run=dry_run, memory=memory, into=into)
 
 
+def _listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
 def _report(outcome: dict[str, object], as_json: bool) -> None:
     if as_json:
         return _print_json(outcome)
@@ -155,10 +159,10 @@ def _report(outcome: dict[str, object], as_json: bool) -> None:
         own = [f["path"] for f in files if f.get("shared") is False and f["changes"]]
         if own:
             say(f"this machine's own (not to commit): {', '.join(own)}")
-    for backup in outcome.get("backups") or []:  # type: ignore[union-attr]
+    for backup in _listed(outcome.get("backups")):
         say(f"backup: {backup}")
-    for note in outcome.get("notes") or []:  # type: ignore[union-attr]
-        say(note)
+    for note in _listed(outcome.get("notes")):
+        say(str(note))
     if outcome.get("todo"):
         lines = str(outcome["todo"]).splitlines()
         if len(lines) == 1:

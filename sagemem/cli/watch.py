@@ -44,7 +44,7 @@ def observe(folder: Path, changed: Callable[[], None]) -> Any:
     except ImportError:
         return None
 
-    class Handler(FileSystemEventHandler):  # type: ignore[misc]
+    class Handler(FileSystemEventHandler):
         def on_any_event(self, event: object) -> None:
             names = {
                 Path(str(p)).name

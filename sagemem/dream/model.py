@@ -144,7 +144,7 @@ class ChatModel:
         try:
             response = self._client.chat.completions.create(
                 model=self.endpoint.model,
-                messages=list(messages),
+                messages=list(messages),  # type: ignore[arg-type]  # the SDK's TypedDicts, built as plain dicts
                 tools=list(tools),  # type: ignore[arg-type]
             )
         except self._openai.OpenAIError as exc:

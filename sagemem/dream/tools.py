@@ -131,7 +131,7 @@ class Toolbox:
 
     def call(self, name: object, args: dict[str, Any]) -> str:
         """Carry out one call; the text is the model's answer, a refusal included."""
-        handler = {
+        handlers: dict[str, Callable[..., str]] = {
             "list_memory": self._list,
             "read_memory": self._read,
             "audit_memory": self._audit,
@@ -141,7 +141,8 @@ class Toolbox:
                 if self.mode == "apply"
                 else {"propose_write": self._propose_write, "propose_archive": self._propose_archive}
             ),
-        }.get(name if isinstance(name, str) else "")
+        }
+        handler = handlers.get(name if isinstance(name, str) else "")
         try:
             if handler is None:
                 raise Refused(f"there is no tool {name!r} in this run")

@@ -277,8 +277,8 @@ def run(
         step(0, 1, "searching in process")
         search = _in_process(folders, queries, repeat)
     bare = Timing(tuple(runs["bare"]))
-    hook, inject = Timing(tuple(runs["hook"])), Timing(tuple(runs["inject"]))
-    start, cold = Timing(tuple(runs["start"])), Timing(tuple(runs["cold"]))
+    prompted, injected = Timing(tuple(runs["hook"])), Timing(tuple(runs["inject"]))
+    started, cold = Timing(tuple(runs["start"])), Timing(tuple(runs["cold"]))
     jieba = Timing(tuple(runs["jieba"]))
     grep_timing = Timing(tuple(runs["grep"])) if runs["grep"] else None
     through = {}
@@ -306,13 +306,13 @@ def run(
         "jieba_alone": jieba.to_dict(),
         "cold_build": cold.to_dict(),
         "cold_build_jieba_ratio": cold.median / jieba.median,
-        "warm_hook": hook.to_dict(),
-        "warm_hook_ratio": hook.median / bare.median,
-        "warm_hook_grep_ratio": hook.median / grep_timing.median if grep_timing else None,
-        "session_start": start.to_dict(),
-        "session_start_ratio": start.median / bare.median,
-        "warm_inject": inject.to_dict(),
-        "warm_inject_ratio": inject.median / bare.median,
+        "warm_hook": prompted.to_dict(),
+        "warm_hook_ratio": prompted.median / bare.median,
+        "warm_hook_grep_ratio": prompted.median / grep_timing.median if grep_timing else None,
+        "session_start": started.to_dict(),
+        "session_start_ratio": started.median / bare.median,
+        "warm_inject": injected.to_dict(),
+        "warm_inject_ratio": injected.median / bare.median,
         "search": search.to_dict(),
         "peak_rss_mb": {kind: rss / 1024 for kind, rss in peak.items()},
         "resident": through or None,

@@ -13,7 +13,10 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 
-from ..store.records import Record
+from ..store.records import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 K1 = 1.2
 B = 0.75
@@ -45,7 +48,7 @@ class Index(Record):
         """Each (deduplicated) query term's idf, computed once per query."""
         return {term: self.idf(term) for term in dict.fromkeys(query)}
 
-    def scores(self, weights: Mapping[str, float]) -> dict[int, list[float]]:
+    def scores(self, weights: Mapping[str, float]) -> dict[int, list[Any]]:
         """Every document holding at least one query term, as [BM25 score, idf mass of the
         query terms it holds, how many it holds, which: bit i for the i-th term of
         `weights`]. Bare lists, not objects: tens of thousands of paragraphs can hold a
@@ -54,7 +57,7 @@ class Index(Record):
         The idf mass over the query's whole mass is a document's coverage, in [0, 1]: unlike
         a raw BM25 score it is on the query's own scale, so one threshold works for short and
         long queries and for small and large directories."""
-        acc: dict[int, list[float]] = {}
+        acc: dict[int, list[Any]] = {}  # [float, float, int, int], mutated in place
         mean = self.mean_length or 1.0
         lengths = self.lengths
         for position, (term, idf) in enumerate(weights.items()):

@@ -583,7 +583,8 @@ def _batches(count: int, grow: bool) -> list[tuple[int, int]]:
     transaction rewrites the rows of every term its files hold, so a build without a deadline
     doubles its batches up to `MAX_BATCH`: a first build of 10,000 files writes each row 5
     times, not 20; with a deadline they stay small, so it is checked often."""
-    bounds, start, size = [], 0, BATCH
+    bounds: list[tuple[int, int]] = []
+    start, size = 0, BATCH
     while start < count or not bounds:
         bounds.append((start, min(start + size, count)))
         start += size
@@ -983,7 +984,7 @@ class _Stored(Record):
 def _file_rows(conn: sqlite3.Connection, names: list[str]) -> dict[str, _Stored]:
     """The stored row of each of `names` the index holds, a few hundred a query (one query a
     file cost a build more than its rows' merge)."""
-    found = {}
+    found: dict[str, _Stored] = {}
     for start in range(0, len(names), _ROWS_AT_ONCE):
         chunk = names[start : start + _ROWS_AT_ONCE]
         query = (

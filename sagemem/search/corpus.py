@@ -291,7 +291,7 @@ class _Postings(Mapping[str, bytes]):
             raise KeyError(term)
         return found
 
-    def get(self, term: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, term: str, default: Any = None) -> Any:
         return self._terms.row(term)[self._column] or default
 
     def __contains__(self, term: object) -> bool:

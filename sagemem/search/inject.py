@@ -10,6 +10,7 @@ asks about shared history that no memory holds.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -249,20 +250,20 @@ def inject_set(
     if session is None:
         injection = plan.run(Ledger(""), stateless=True)
     else:
-        injection, failure = None, None
+        found: Injection | None = None
+        failure: Exception | None = None
         # An unwritable state dir (a sandbox) moves the session's ledger to the temp dir, and
         # failing that costs the session its memory, never the injection.
         for place in state_places(state_dir):
             try:
                 with open_ledger(place, session, reset=reset) as ledger:
-                    injection = plan.run(ledger, stateless=False)
+                    found = plan.run(ledger, stateless=False)
                 break
             except (OSError, SagememError) as exc:
-                injection, failure = None, failure or exc
+                found, failure = None, failure or exc
         if failure is not None:
             log_once(state_dir, f"session ledger not written in the state dir: {_reason(failure)}")
-        if injection is None:
-            injection = plan.run(Ledger(session), stateless=False)
+        injection = found if found is not None else plan.run(Ledger(session), stateless=False)
         if failure is not None:
             injection.diagnostics["ledger_error"] = str(failure)
     states = {(s.name if named else ""): s.state_dir for s in scopes}
@@ -572,7 +573,7 @@ class _Plan:
         found = []
         for check, files in groups.items():
             if files and check in t:
-                found.append(_fit(lambda names, c=check: t[c].format(files=names, cmd=command_line()), files))
+                found.append(_fit(functools.partial(_card, t[check]), files))
         return found
 
     def _checkpoint(self) -> str:
@@ -596,6 +597,10 @@ class _Plan:
         rev = sha256_hex(data)[:8]
         line = t["task"].format(task=self.task, rev=rev, path=path, undone=undone)
         return secrets.shown(" ".join(line.split("\n")))  # a task named with a secret, too
+
+
+def _card(template: str, names: str) -> str:
+    return template.format(files=names, cmd=command_line())
 
 
 def _fit(card: Callable[[str], str], files: list[str]) -> str:

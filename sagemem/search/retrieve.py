@@ -265,8 +265,8 @@ def search(
             # Thousands of units can hold a common word: the best by BM25, and every unit of
             # a memory stage 1 admitted, are the ones that can rank among the first `keep`.
             owners = corpus_i.owners
-            best = heapq.nlargest(UNITS_KEPT, scored, key=lambda pid: scored[pid][0])
-            wanted = set(best) | {pid for pid in scored if (i, owners[pid]) in chosen}
+            strongest = heapq.nlargest(UNITS_KEPT, scored, key=lambda pid: scored[pid][0])
+            wanted = set(strongest) | {pid for pid in scored if (i, owners[pid]) in chosen}
             scored = {pid: scored[pid] for pid in wanted}
         for pid, (score, held, count, which) in scored.items():
             owner = (i, corpus_i.owners[pid])

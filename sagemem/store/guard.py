@@ -429,7 +429,7 @@ def redact_conflicts(
             sides = {}
             for side in ("disk", "proposed"):
                 data = getattr(conflict, side)
-                text = None if data is None else data.decode("utf-8", "replace")
+                text = "" if data is None else data.decode("utf-8", "replace")
                 found = scan(text) if text else []
                 if found:
                     sides[side] = redact_text(text, found).encode("utf-8")

@@ -29,10 +29,6 @@ import stat
 import time
 
 from .names import is_memory_name
-from .records import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 # Filesystems whose every change is made through this kernel, so inotify sees it.
 LOCAL_FILESYSTEMS = frozenset(
@@ -52,7 +48,7 @@ class _Watched:
         self.changed: dict[str, int] = {}  # name -> the generation it last changed in
         self.stamps: dict[str, tuple[int, ...]] | None = None  # the last complete scan's
         self.linked: frozenset[str] = frozenset()  # names with more than one link
-        self.scan: Iterator[os.DirEntry[str]] | None = None
+        self.scan: os._ScandirIterator[str] | None = None  # typeshed's name for what scandir gives
         self.scanning: dict[str, tuple[int, ...]] = {}
         self.scanned_at = 0.0  # when the last complete scan ended (time.monotonic())
         self.scan_seconds = 0.0  # what it cost
@@ -145,8 +141,8 @@ class Journal:
         touched: set[_Watched] = set()
         for event in self._inotify.read(timeout=0):
             if event.mask & self._overflow:  # events were lost: nothing said before counts
-                for watched in list(self._by_folder.values()):
-                    self._forget(watched)
+                for gone in list(self._by_folder.values()):
+                    self._forget(gone)
                 touched.clear()
                 continue
             watched = self._by_wd.get(event.wd)

@@ -81,7 +81,7 @@ class Use(records.Record):
     """One kind of use of one memory: when last (epoch seconds) and how many times."""
 
     last: float | None = None
-    count: int = 0
+    count: int = 0  # type: ignore[assignment]  # a field named as tuple's method, which it hides
 
 
 class Record(records.Record):

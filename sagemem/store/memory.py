@@ -99,7 +99,9 @@ def parse_memory(file: str, data: bytes) -> Memory:
     text = decode(file, data)
     parts = frontmatter.split(text, file)
     meta = frontmatter.parse(parts.matter, file) if parts.has_frontmatter else {}
-    nested = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    nested = meta.get("metadata")
+    if not isinstance(nested, dict):
+        nested = {}
     return Memory(
         file=file,
         name=_one_line(meta.get("name")),

@@ -290,7 +290,7 @@ def _whole_runs(text: str, start: int, end: int) -> tuple[int, int]:
     run: else the marker that replaces it would leave half a word, which can read as a new
     token (a key glued onto a PuTTY `Private-MAC:` line)."""
     if 0 < end < len(text) and _TOKEN_CHARS.fullmatch(text[end - 1 : end + 1]):
-        end = _TOKEN_RUN.match(text, end).end()  # type: ignore[union-attr]
+        end = _TOKEN_RUN.match(text, end).end()
     while 0 < start < len(text) and _TOKEN_CHARS.fullmatch(text[start - 1 : start + 1]):
         start -= 1
     return start, end
@@ -855,10 +855,11 @@ def _theirs() -> Iterator[_Detector]:
     from detect_secrets.plugins.keyword import REGEX_BY_FILETYPE, KeywordDetector
     from detect_secrets.util.filetype import FileType
 
-    for cls in sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__):
+    classes: list[Any] = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+    for cls in classes:
         if cls.__name__ in _LEFT_OUT:
             continue
-        plugin = cls()  # type: ignore[misc]  # detect-secrets types its map loosely
+        plugin = cls()
         kind = _KINDS.get(plugin.secret_type, plugin.secret_type)
         if isinstance(plugin, KeywordDetector):
             regexes = REGEX_BY_FILETYPE[FileType.YAML]
@@ -1033,12 +1034,12 @@ def _gate(patterns: Iterable[re.Pattern[str]]) -> _Needles | None:
     reads only the lines they mark finds what one that reads every line finds, whatever
     detect-secrets' patterns are. A needle marked `fold` is ASCII lowercase and is looked for
     in `_fold(text)`, as a case-insensitive pattern would match it."""
-    try:
+    if sys.version_info >= (3, 11):  # private modules: typeshed describes neither
         from re import _constants as sre  # type: ignore[attr-defined]
         from re import _parser  # type: ignore[attr-defined]
-    except ImportError:  # Python 3.10
-        import sre_constants as sre  # type: ignore[no-redef]
-        import sre_parse as _parser  # type: ignore[no-redef]
+    else:  # the same modules under their old names
+        import sre_constants as sre
+        import sre_parse as _parser
 
     repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT)}
 

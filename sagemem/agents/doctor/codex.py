@@ -129,10 +129,7 @@ def codex_trust(
     trusted and enabled: Codex skips, without a word, a hook that fails any of these."""
     listing, why_not = codex_listing(places)
     if config is None and listing is None:
-        text = (
-            f"Codex's hook trust: {why_not}, and {config_path} cannot be read here"
-            " (it takes Python 3.11's tomllib)"
-        )
+        text = f"Codex's hook trust: {why_not}, and {config_path} cannot be read here"
         return [unknown("codex", "trust", text, config_path)]
     feature = (
         listing["feature"]

@@ -88,9 +88,8 @@ def hook_words(hook: Hook, home: Path | None = None) -> list[str] | None:
     """The hook's command as words, if it has the form doctor considers (see the module
     docstring). A portable line (`store/command.py`) is the words it would run here: the
     launcher in `home` when there is one, else `sagemem` from PATH."""
-    for event in [hook.event] if home is not None else []:
-        if is_portable(hook.command, "hook", hook.harness, event):
-            return [portable_program(home), "hook", hook.harness, event]
+    if home is not None and is_portable(hook.command, "hook", hook.harness, hook.event):
+        return [portable_program(home), "hook", hook.harness, hook.event]
     try:
         words = shlex.split(hook.command)
     except ValueError:

@@ -92,7 +92,8 @@ def _gemini_switches(places: Places, hooks: list[Hook]) -> list[Finding]:
             continue
         if isinstance(config.get("enabled"), bool):
             enabled, source = config["enabled"], path
-        names = config.get("disabled") if isinstance(config.get("disabled"), list) else []
+        names = config.get("disabled")
+        names = names if isinstance(names, list) else []
         disabled.update({str(name): path for name in names if str(name) not in disabled})
     if hooks and not enabled:
         text = f"Gemini runs no hooks: hooksConfig.enabled is false in {source}"

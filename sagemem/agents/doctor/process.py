@@ -15,6 +15,7 @@ program, module or library the project ships there. `settled` takes them out, an
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -189,7 +190,9 @@ class Session:
 
     def _read_stderr(self) -> None:
         stream = self.process.stderr
-        for chunk in iter(lambda: stream.read1(4096) if stream else b"", b""):
+        if not isinstance(stream, io.BufferedReader):  # a pipe, buffered: what Popen gives
+            return
+        for chunk in iter(lambda: stream.read1(4096), b""):
             self.stderr = (self.stderr + chunk)[-16384:]  # the end says why it stopped
 
     def send(self, message: dict[str, Any]) -> None:

@@ -137,8 +137,9 @@ def mcp_entry(harness: str, path: Path, entry: Any, fix: str, label: str = "") -
     """`entry` from the settings in `path`, None when it is not an object with a command."""
     if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
         return None
-    args = entry.get("args") if isinstance(entry.get("args"), list) else []
-    env = entry.get("env") if isinstance(entry.get("env"), dict) else {}
+    args, env = entry.get("args"), entry.get("env")
+    args = args if isinstance(args, list) else []
+    env = env if isinstance(env, dict) else {}
     variables = {str(k): str(v) for k, v in env.items()}
     return McpEntry(
         harness, label or str(path), str(path), entry["command"], tuple(map(str, args)), variables, fix
