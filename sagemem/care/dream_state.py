@@ -14,12 +14,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..store import shape
+from ..store import forms, shape
 from ..store.errors import SagememError
 from ..store.files import safe_folder
 from ..store.names import check_stored_name
 
-SCHEMA = 1
+SCHEMA = forms.DREAM
 DREAM_DIR = "dream"
 MANIFEST_NAME = "manifest.json"
 HOLDER_NAME = "lock.json"

@@ -27,13 +27,16 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..store import index, shape
+from ..store import forms, index, shape
 from ..store.errors import InvalidMemory, MemoryNotFound, SagememError, SagememWarning
 from ..store.files import MAX_COPY_BYTES, read_bytes, safe_folder, write_atomic
 from ..store.names import INDEX_NAME, check_stored_name, name_key
 from ..store.text import split_lines
+
+if TYPE_CHECKING:
+    from ..store.forms import SnapshotFileForm, SnapshotForm
 
 KINDS = ("manual", "auto", "protection")
 KEEP_PROTECTION = 3
@@ -64,7 +67,7 @@ MANIFEST = shape.obj(
         ),
     },
     {
-        "schema": shape.one_of(1),
+        "schema": shape.one_of(forms.SNAPSHOT),
         "label": shape.text,
         "redacted": shape.each(shape.text),
         "skipped": shape.each(shape.obj({"name": shape.text, "why": shape.text})),
@@ -85,7 +88,7 @@ class Snapshot:
     kind: str
     label: str
     created: str
-    files: tuple[dict[str, Any], ...]  # {"name", "bytes", "sha256"}
+    files: tuple[SnapshotFileForm, ...]
     path: Path
     skipped: tuple[dict[str, str], ...] = ()  # {"name", "why"}: files left out
 
@@ -129,7 +132,8 @@ def create(
         except FileExistsError:
             now += dt.timedelta(microseconds=1)
     (target / "files").mkdir()
-    files, skipped = [], []
+    files: list[SnapshotFileForm] = []
+    skipped: list[dict[str, str]] = []
     try:
         for name in sorted(set(names), key=name_key):
             try:
@@ -143,7 +147,14 @@ def create(
             write_atomic(target / "files" / name, data, create_only=True)
             files.append({"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
         created = now.isoformat(timespec="seconds")
-        manifest = {"schema": 1, "id": sid, "kind": kind, "label": label, "created": created, "files": files}
+        manifest: SnapshotForm = {
+            "schema": forms.SNAPSHOT,
+            "id": sid,
+            "kind": kind,
+            "label": label,
+            "created": created,
+            "files": files,
+        }
         if skipped:
             manifest["skipped"] = skipped
         write_atomic(

@@ -43,7 +43,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from ..store import journal
+from ..store import forms, journal
 from ..store.config import temp_dir, user_cache_dir
 from ..store.digests import sha256_hex
 from ..store.errors import SagememError
@@ -54,12 +54,14 @@ from ..store.records import TYPE_CHECKING, Record
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..store.forms import EntryForm
+
     # Given the jobs of a batch and the deadline: what gives their results.
     Reader = Callable[[list[tuple[Any, ...]], float | None], Callable[[], list["_Fresh"]]]
 
 # 13: the per-id arrays are stored in slices, read as a query needs them; 14: a term's
 # postings in parts, so a batch adds its own instead of rewriting the row
-FORMAT = 14
+FORMAT = forms.INDEX
 MAX_DB_BYTES = 4 * 1024 * 1024 * 1024
 
 DEAD = 0xFFFFFFFF  # a free paragraph id
@@ -118,7 +120,7 @@ Progress = Callable[[int, int], None]
 # pattern pass: the prompt hook's, within its deadline).
 Indexed = Callable[
     [str, bytes, float, bool],
-    "tuple[dict[str, Any], tuple[dict[str, int], list[dict[str, int]]]] | str | None",
+    "tuple[EntryForm, tuple[dict[str, int], list[dict[str, int]]]] | str | None",
 ]
 
 

@@ -42,6 +42,7 @@ from .tokenize import MAX_SEGMENTED_CHARS, document_tokens
 if TYPE_CHECKING:
     from typing import Any, TypeVar
 
+    from ..store.forms import EntryForm
     from ..store.memory import Memory
 
     T = TypeVar("T")
@@ -515,7 +516,7 @@ def _shown(
 
 def index_file(
     name: str, data: bytes, mtime: float, full: bool = True
-) -> tuple[dict[str, Any], tuple[dict[str, int], list[dict[str, int]]]] | str | None:
+) -> tuple[EntryForm, tuple[dict[str, int], list[dict[str, int]]]] | str | None:
     """What the cache stores for one file: its entry's fields (by name) and its tokens;
     "merge-conflict" for a memory with unresolved git conflict markers (left out, and the
     injection says so: half of each side, markers and all, is no memory to act on); None when
@@ -659,12 +660,26 @@ MAX_SPANS = 100_000  # a 512 KiB memory holds fewer findings than this
 MAX_OFFSET = 1 << 24
 
 
-def _fields(entry: Entry) -> dict[str, Any]:
-    found = entry._asdict()
-    found["paragraphs"] = [[p.start, p.end] for p in entry.paragraphs]
+def _fields(entry: Entry) -> EntryForm:
+    """An entry as the index stores it (`forms.EntryForm`): a field added to `Entry` is not
+    stored until it is added here, with the index's format number."""
+    found: EntryForm = {
+        "file": entry.file,
+        "version": entry.version,
+        "name": entry.name,
+        "description": entry.description,
+        "type": entry.type,
+        "updated": entry.updated,
+        "mtime": entry.mtime,
+        "baseline": entry.baseline,
+        "baseline_priority": entry.baseline_priority,
+        "body_start": entry.body_start,
+        "body_end": entry.body_end,
+        "paragraphs": [[p.start, p.end] for p in entry.paragraphs],
+        "secrets": [list(span) for span in entry.secrets],
+    }
     if any(p.heading or p.lead for p in entry.paragraphs):
         found["contexts"] = [[p.heading, p.lead, p.lead_end] for p in entry.paragraphs]
-    found["secrets"] = [list(span) for span in entry.secrets]
     return found
 
 

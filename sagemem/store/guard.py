@@ -30,15 +30,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import shape
+from . import forms, shape
 from .config import STATE_DIR_NAME, fallback_state_dir, state_places
 from .errors import ConflictNotFound, MemoryNotFound, SagememError, VersionConflict
 from .files import TEMP_SUFFIX, read_bytes, read_state, safe_folder, write_atomic
 from .locking import exclusive
 from .memory import version_of
 from .names import check_stored_name, name_key
+
+if TYPE_CHECKING:
+    from .forms import ConflictForm
 
 LOCK_TIMEOUT = 30.0
 # A record holds two file texts, JSON-escaped (up to 6 bytes a character for control characters).
@@ -61,6 +64,7 @@ RECORD = shape.obj(
         "file": shape.passes(check_stored_name, "a memory file name"),
     },
     {
+        "format": shape.one_of(forms.CONFLICT),
         "expected_version": _PREFIX_TEXT,
         "disk_version": _VERSION_TEXT,
         "proposed_version": _VERSION_TEXT,
@@ -131,8 +135,9 @@ class Conflict:
             f"{self.id}`, then `{resolve} --keep disk` or `--keep proposed`"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> ConflictForm:
+        data: ConflictForm = {
+            "format": forms.CONFLICT,
             "id": self.id,
             "file": self.file,
             "kind": self.kind,
@@ -145,8 +150,17 @@ class Conflict:
             "resolution": self.resolution,
             "resolved_at": self.resolved_at,
         }
-        data.update(_encode("disk", self.disk))
-        data.update(_encode("proposed", self.proposed))
+        # Each side as text, or as base64 (under its own key) when it is not UTF-8.
+        text, packed = _encode(self.disk)
+        if packed is None:
+            data["disk"] = text
+        else:
+            data["disk_base64"] = packed
+        text, packed = _encode(self.proposed)
+        if packed is None:
+            data["proposed"] = text
+        else:
+            data["proposed_base64"] = packed
         return data
 
     @classmethod
@@ -477,13 +491,14 @@ def _mended(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def _encode(key: str, data: bytes | None) -> dict[str, str | None]:
+def _encode(data: bytes | None) -> tuple[str | None, str | None]:
+    """A side of a conflict as (text, None), or (None, base64) when it is not UTF-8."""
     if data is None:
-        return {key: None}
+        return None, None
     try:
-        return {key: data.decode("utf-8")}
+        return data.decode("utf-8"), None
     except UnicodeDecodeError:
-        return {f"{key}_base64": base64.b64encode(data).decode("ascii")}
+        return None, base64.b64encode(data).decode("ascii")
 
 
 def _decode(data: dict[str, Any], key: str) -> bytes | None:

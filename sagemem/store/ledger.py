@@ -41,7 +41,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from . import records, shape
+from . import forms, records, shape
 from .errors import SagememError, SagememWarning
 from .files import read_state, safe_folder, write_atomic
 from .locking import FLOCK, exclusive, hold
@@ -50,6 +50,8 @@ from .records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any
+
+    from .forms import LogLineForm
 
 KINDS = ("injected", "read", "cited")
 MAX_RECEIPTS = 10_000
@@ -68,9 +70,12 @@ _ASIDE = "sets it aside (access.json.damaged-<time>) and writes it anew without 
 _EFFECT = f"what it holds there is not counted, and the next write of the ledger {_ASIDE}"
 _LOG_EFFECT = "what it holds there is not counted, and the next fold sets it aside (<name>.damaged-<time>)"
 _RECEIPT_EFFECT = f"that citation is not known as counted, and the next citation {_ASIDE}"
-# The ledger as `record` writes it: {"files": {file: {kind: use}}, "receipts": {id: receipt}};
-# each entry is checked on its own (`_read`).
-_LEDGER = shape.obj({}, {"files": shape.an_object, "receipts": shape.an_object})
+# The ledger as `record` writes it (`forms.LedgerForm`): {"format": 1, "files": {file: {kind:
+# use}}, "receipts": {id: receipt}}; each entry is checked on its own (`_read`). A ledger of
+# another format is set aside, as a damaged one is.
+_LEDGER = shape.obj(
+    {}, {"format": shape.one_of(forms.LEDGER), "files": shape.an_object, "receipts": shape.an_object}
+)
 _USE = shape.obj({"last": shape.nothing_or(shape.moment), "count": shape.count})
 _FILE = shape.obj({}, {kind: _USE for kind in KINDS})
 _RECEIPT = shape.obj({"at": shape.moment, "files": shape.each(shape.text)})
@@ -266,7 +271,7 @@ class _Fold(records.Record):
     wrong: list[str]
 
 
-def _append(state_dir: Path, event: dict[str, Any]) -> int | None:
+def _append(state_dir: Path, event: LogLineForm) -> int | None:
     """Append `event` to the log as one line; the log's size after it, or None where it
     cannot be appended to (no `flock`, not a regular file, too large, held too long): the
     locked path then counts the use and sets aside what is in the log's place."""
@@ -404,7 +409,7 @@ def _read(path: Path, state_dir: Path, *, receipts: bool) -> tuple[dict[str, Any
     damaged entry is left out, the others kept. The receipts are checked (and the damaged
     ones left out) with `receipts`, or when something else is wrong: a ledger written anew is
     sound throughout. Otherwise they are kept as found, for a citation to check."""
-    data: dict[str, Any] = {"files": {}, "receipts": {}}
+    data: dict[str, Any] = {"format": forms.LEDGER, "files": {}, "receipts": {}}
     try:
         found = shape.load(path, MAX_LEDGER_BYTES, _LEDGER, under=state_dir)
     except shape.Damaged as exc:
