@@ -18,7 +18,7 @@ from pathlib import Path
 from ..store import ledger as access
 from ..store import secrets
 from ..store.command import command_line
-from ..store.config import STATE_DIR_NAME, Scope, Settings, state_places
+from ..store.config import STATE_DIR_NAME, Scope, Settings, in_first_place
 from ..store.digests import sha256_hex
 from ..store.errors import SagememError
 from ..store.files import read_bytes, safe_folder
@@ -211,61 +211,55 @@ def inject_set(
     comes from what is indexed; `rules`, what tells how a harness's model may save a memory
     (None: it needs no rules from sagemem), asked only while the session has not settled it,
     adds "How to save a memory" once a session, with its first hook."""
+    asked = _Asked(session, reset, task, max_bytes, tuple(care), deadline, rules)
     query = clip_query(query)
     if corpora is None:
         return corpus_module.using_all(
             [(s.memory_dir, s.state_dir) for s in scopes],
-            lambda own: inject_set(
-                scopes,
-                query,
-                settings,
-                session=session,
-                reset=reset,
-                task=task,
-                corpora=own,
-                max_bytes=max_bytes,
-                care=care,
-                deadline=deadline,
-                rules=rules,
-            ),
+            lambda own: _injected(scopes, own, query, settings, asked),
             deadline=deadline,
         )
+    return _injected(scopes, corpora, query, settings, asked)
+
+
+class _Asked(Record):
+    """What a caller of `inject_set` asks besides the query and where to look."""
+
+    session: str | None
+    reset: bool
+    task: str | None
+    max_bytes: int | None
+    care: tuple[tuple[str, str], ...]
+    deadline: float | None
+    rules: Callable[[], Rules | None] | None
+
+
+def _injected(
+    scopes: Sequence[Scope], corpora: Sequence[Corpus], query: str, settings: Settings, asked: _Asked
+) -> Injection:
+    """`inject_set` over corpora already open: rank, plan within the session's ledger, and
+    count what was injected in each scope's own ledger."""
     named = len(scopes) > 1  # one directory: plain file names, as always
     shelves = [retrieve.Shelf(s.name if named else "", c) for s, c in zip(scopes, corpora, strict=True)]
     # A thank-you is no question: nothing is searched for it (a session's start still gets
     # its baseline).
-    with lexicon.opened(deadline) as words:
+    with lexicon.opened(asked.deadline) as words:
         result = retrieve.recall(shelves, "" if acknowledges(query) else query, settings, words)
     lang = settings.lang or ("zh" if has_cjk(query) else "en")
     if not settings.lang and not query.strip():  # a session's start: the memories' language
         from .rules import describes_lang
 
         lang = describes_lang(d for shelf in shelves for d in shelf.corpus.descriptions_sample())
-    state_dir = scopes[0].state_dir
-    plan = _Plan(scopes, shelves, result, query, settings, lang, task or settings.task or session)
-    plan.max_bytes = max_bytes
-    plan.care = tuple(care)
+    plan = _Plan(scopes, shelves, result, query, settings, lang, asked.task or settings.task or asked.session)
+    plan.max_bytes = asked.max_bytes
+    plan.care = asked.care
+    rules = asked.rules
     if rules is not None and settings.rules:
         plan.rules = lambda: _rules_text(rules(), scopes, shelves, settings)
-    if session is None:
+    if asked.session is None:
         injection = plan.run(Ledger(""), stateless=True)
     else:
-        found: Injection | None = None
-        failure: Exception | None = None
-        # An unwritable state dir (a sandbox) moves the session's ledger to the temp dir, and
-        # failing that costs the session its memory, never the injection.
-        for place in state_places(state_dir):
-            try:
-                with open_ledger(place, session, reset=reset) as ledger:
-                    found = plan.run(ledger, stateless=False)
-                break
-            except (OSError, SagememError) as exc:
-                found, failure = None, failure or exc
-        if failure is not None:
-            log_once(state_dir, f"session ledger not written in the state dir: {_reason(failure)}")
-        injection = found if found is not None else plan.run(Ledger(session), stateless=False)
-        if failure is not None:
-            injection.diagnostics["ledger_error"] = str(failure)
+        injection = _in_session(plan, scopes[0].state_dir, asked.session, asked.reset)
     states = {(s.name if named else ""): s.state_dir for s in scopes}
     for scope, files in _by_scope(injection.snippets).items():
         try:
@@ -273,6 +267,25 @@ def inject_set(
         except (OSError, SagememError) as exc:
             injection.diagnostics["access_error"] = str(exc)
             log_once(states[scope], f"access ledger not written: {_reason(exc)}")
+    return injection
+
+
+def _in_session(plan: _Plan, state_dir: Path, session: str, reset: bool) -> Injection:
+    """`plan` run within the session's ledger. An unwritable state dir (a sandbox) moves the
+    ledger to the temp dir, and failing that costs the session its memory, never the
+    injection."""
+
+    def run(place: Path) -> Injection:
+        with open_ledger(place, session, reset=reset) as ledger:
+            return plan.run(ledger, stateless=False)
+
+    try:
+        injection, failure = in_first_place(state_dir, run)
+    except (OSError, SagememError) as exc:
+        injection, failure = plan.run(Ledger(session), stateless=False), exc
+    if failure is not None:
+        log_once(state_dir, f"session ledger not written in the state dir: {_reason(failure)}")
+        injection.diagnostics["ledger_error"] = str(failure)
     return injection
 
 

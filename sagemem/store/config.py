@@ -23,12 +23,18 @@ from __future__ import annotations
 import math
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from . import shape
 from .digests import sha256_hex
-from .records import Record
+from .errors import SagememError
+from .records import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 PROJECT_DIR = Path(".sagemem") / "memory"
 STATE_DIR_NAME = ".sagemem"
@@ -117,6 +123,19 @@ def state_places(state_dir: Path) -> Iterator[Path]:
     fallback = fallback_state_dir(state_dir)  # made only once the state dir has failed
     if fallback is not None:
         yield fallback
+
+
+def in_first_place(state_dir: Path, work: Callable[[Path], T]) -> tuple[T, Exception | None]:
+    """`work` done in the first of `state_places(state_dir)` where it succeeds: what it gave,
+    and the first failure met before (None when the state dir itself served). The first
+    failure is raised when no place served."""
+    failure: Exception | None = None
+    for place in state_places(state_dir):
+        try:
+            return work(place), failure
+        except (OSError, SagememError) as exc:
+            failure = failure or exc
+    raise failure or SagememError(f"{state_dir}: no place to keep this machine's records")
 
 
 def user_cache_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import forms, shape
-from .config import STATE_DIR_NAME, fallback_state_dir, state_places
+from .config import STATE_DIR_NAME, fallback_state_dir, in_first_place
 from .errors import ConflictNotFound, MemoryNotFound, SagememError, VersionConflict
 from .files import TEMP_SUFFIX, read_bytes, read_state, safe_folder, write_atomic
 from .locking import exclusive
@@ -326,17 +326,19 @@ def _refuse(
         writer=_mended(str(writer)),
         reason=_mended(str(reason)),
     )
-    failure: Exception | None = None
-    for place in state_places(state_dir):
-        try:
-            path = safe_folder(place, "conflicts") / f"{conflict.id}.json"
-            if not os.path.lexists(path):  # the same refused write, reported again, stays one record
-                write_atomic(path, _dump(conflict))
-            note = "" if place == state_dir else f"kept in {place}: {failure}"
-            return VersionConflict(file, expected, actual, conflict.id, note=note)
-        except (OSError, SagememError) as exc:
-            failure = failure or exc
-    return VersionConflict(file, expected, actual, conflict.id, kept=False, note=str(failure))
+
+    def keep(place: Path) -> Path:
+        path = safe_folder(place, "conflicts") / f"{conflict.id}.json"
+        if not os.path.lexists(path):  # the same refused write, reported again, stays one record
+            write_atomic(path, _dump(conflict))
+        return place
+
+    try:
+        place, failure = in_first_place(state_dir, keep)
+    except (OSError, SagememError) as exc:
+        return VersionConflict(file, expected, actual, conflict.id, kept=False, note=str(exc))
+    note = "" if failure is None else f"kept in {place}: {failure}"
+    return VersionConflict(file, expected, actual, conflict.id, note=note)
 
 
 def list_conflicts(state_dir: Path, *, resolved: bool = False) -> list[Conflict]:
