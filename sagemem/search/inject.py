@@ -18,7 +18,7 @@ from pathlib import Path
 from ..store import ledger as access
 from ..store import secrets
 from ..store.command import command_line
-from ..store.config import STATE_DIR_NAME, Scope, Settings, in_first_place
+from ..store.config import Scope, Settings, in_first_place, locks_of
 from ..store.digests import sha256_hex
 from ..store.errors import SagememError
 from ..store.files import read_bytes, safe_folder
@@ -174,7 +174,7 @@ def inject(
     deadline: float | None = None,
 ) -> Injection:
     """What to inject for `query` from one memory directory (see `inject_set`)."""
-    scope = Scope("", memory_dir, state_dir, "", memory_dir / STATE_DIR_NAME / "locks")
+    scope = Scope("", memory_dir, state_dir, "", locks_of(memory_dir))
     return inject_set(
         [scope],
         query,

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from . import archive as archive_module
 from . import frontmatter, guard, index, listing
 from . import ledger as ledger_module
-from .config import STATE_DIR_NAME, Location, Scope, Settings, load_settings
+from .config import STATE_DIR_NAME, Location, Scope, Settings, load_settings, locks_of
 from .errors import (
     InvalidMemory,
     InvalidName,
@@ -134,6 +134,12 @@ class Directory:
             scope=scope.name,
             native=scope.native,
         )
+
+    def as_scope(self) -> Scope:
+        """This store as one scope of a memory set (`of` gives it back)."""
+        native = self.lock_dir is not None  # a harness's own folder keeps its locks in its state
+        where = self.lock_dir or locks_of(self.memory_dir)
+        return Scope(self.scope, self.memory_dir, self.state_dir, "", where, native)
 
     def _lock(self, path: Path) -> Any:
         return guard.file_lock(path, self.lock_dir)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import forms, shape
-from .config import STATE_DIR_NAME, fallback_state_dir, in_first_place
+from .config import fallback_state_dir, in_first_place, locks_of
 from .errors import ConflictNotFound, MemoryNotFound, SagememError, VersionConflict
 from .files import TEMP_SUFFIX, read_bytes, read_state, safe_folder, write_atomic
 from .locking import exclusive
@@ -220,7 +220,7 @@ def file_lock(path: Path, lock_dir: Path | None = None) -> Iterator[None]:
     While it is held nobody else writes that file, so temp files left for it by a killed
     writer are partial copies of writes that never happened: they are removed.
     """
-    where = lock_dir if lock_dir is not None else path.parent / STATE_DIR_NAME / "locks"
+    where = lock_dir if lock_dir is not None else locks_of(path.parent)
     locks = safe_folder(where.parent, where.name)
     with exclusive(locks / f"{name_key(path.name)}.lock", LOCK_TIMEOUT):
         for temp in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):

@@ -17,7 +17,7 @@ from ..dream import report as dream_report
 from ..memory_set import AmbiguousName, MemorySet, ScopeNotFound
 from ..memory_store import MemoryStore
 from ..store.archive import ARCHIVE_DIR
-from ..store.config import STATE_DIR_NAME, Scope
+from ..store.config import Scope
 from ..store.errors import MemoryNotFound, SagememError, VersionConflict
 from ..store.files import read_bytes
 from ..store.names import check_name, name_key
@@ -555,7 +555,4 @@ def as_set(memories: MemorySet | MemoryStore) -> MemorySet:
     """A store given on its own is a set of that one scope, whose names stay plain."""
     if isinstance(memories, MemorySet):
         return memories
-    store = memories
-    lock_dir = store.lock_dir or store.memory_dir / STATE_DIR_NAME / "locks"
-    native = store.lock_dir is not None  # a harness's folder keeps its write locks in the state dir
-    return MemorySet([Scope(store.scope, store.memory_dir, store.state_dir, "", lock_dir, native)])
+    return MemorySet([memories.as_scope()])
