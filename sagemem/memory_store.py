@@ -92,7 +92,7 @@ class MemoryStore(Directory):
         index_path = self._index_path()
         index_name = index_path.name if index_path else INDEX_NAME
         try:
-            index_text = self._index_text()
+            index_text = self.index_text()
         except SagememError as exc:
             unreadable.append((index_name, getattr(exc, "rule", str(exc))))
             index_text = ""

@@ -174,7 +174,7 @@ class Toolbox:
 
     def _read(self, file: str) -> str:
         if _is_index(file):
-            return self.store._index_text()[:MAX_READ_CHARS]
+            return self.store.index_text()[:MAX_READ_CHARS]
         found = self.store.read(_name(file))
         key = name_key(found.file)
         self.read[key] = found.version

@@ -503,14 +503,14 @@ class Directory:
         if self.native:
             return index.IndexReport((), (), (), ())
         scan = self.scan()
-        return index.check(self._index_text(), scan.files, _by_key(scan.memories))
+        return index.check(self.index_text(), scan.files, _by_key(scan.memories))
 
     def _index_outdated(self) -> bool:
         """Whether a rebuild would change MEMORY.md (read without its lock: a hint)."""
         if self.native:
             return False
         scan = self.scan()
-        old = self._index_text()
+        old = self.index_text()
         return index.rebuild(old, scan.files, _by_key(scan.memories)) != old
 
     def _rebuild_index(self) -> bool:
@@ -520,7 +520,7 @@ class Directory:
             return False
         with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
             scan = self.scan()
-            old = self._index_text()
+            old = self.index_text()
             new = index.rebuild(old, scan.files, _by_key(scan.memories))
             if new != old:
                 self._write_index(new)
@@ -661,7 +661,8 @@ class Directory:
             found = [e.name for e in entries if name_key(e.name) == name_key(INDEX_NAME)]
         return self.memory_dir / sorted(found)[0] if found else None
 
-    def _index_text(self) -> str:
+    def index_text(self) -> str:
+        """MEMORY.md as it is ("" when there is none)."""
         path = self._index_path()
         if path is None:
             return ""
@@ -690,7 +691,7 @@ class Directory:
         if self.native:
             return  # the harness's own index: see `_write_index`
         with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
-            old = self._index_text()
+            old = self.index_text()
             new = change(old)
             if new != old:
                 self._write_index(new)
@@ -726,7 +727,7 @@ class Directory:
                 memory = parse_memory(file, read_bytes(self.memory_dir / file))
             except (MemoryNotFound, InvalidMemory):
                 return
-            old = self._index_text()
+            old = self.index_text()
             new = index.upsert(old, memory)
             if new != old:
                 self._write_index(new)
