@@ -349,7 +349,7 @@ class _Plan:
         self.care: tuple[tuple[str, str], ...] = ()  # findings to tell at the session's start
 
     def run(self, ledger: Ledger, *, stateless: bool) -> Injection:
-        budget, lang = self.settings.budget, self.lang
+        budget = self.settings.budget
         reserve = reserve_for(budget)
         signature = sha256_hex(" ".join(self.query.split()).encode("utf-8"))[:16]
         repeated = not stateless and ledger.last_query == signature
@@ -385,35 +385,8 @@ class _Plan:
         rules = self.rules() if settle and self.rules is not None else ""
         if settle and not rules:
             ledger.cards.append("rules")
-        # The framing (intro, discipline, fence, status) is paid once per injection; sized here
-        # with the longest status line it can have.
-        framing = len(
-            render.render(
-                [""],
-                lang=lang,
-                memory_dir=self._shown_dirs(),
-                used=budget,
-                limit=budget,
-                omitted=999,
-                left_out=left_out,
-                rules=rules,
-            ).encode("utf-8")
-        )
-        spent = framing
-        chosen: list[tuple[str, render.Snippet, str]] = []
-        omitted: list[render.Snippet] = []
-        described: set[tuple[str, str]] = set()  # a memory's description is shown once
-        for kind, snippet in pending:
-            repeat = (snippet.scope, snippet.file) in described
-            part = render.snippet_part(snippet._replace(description="") if repeat else snippet, lang)
-            size = len(part.encode("utf-8")) + 2
-            over_call = self.max_bytes is not None and spent + size > self.max_bytes - 2 * MAX_CARD_BYTES
-            if ledger.used + spent + size > budget - reserve or over_call:
-                omitted.append(snippet)
-                continue
-            spent += size
-            described.add((snippet.scope, snippet.file))
-            chosen.append((kind, snippet, part))
+        framing = self._framing(left_out, rules)
+        chosen, omitted, spent = self._fit(pending, framing, budget - reserve - ledger.used)
 
         # Cards: a gap card, then (at the session's start) notices, each shown once a session
         # and paid from the reserve; a task checkpoint rides along with anything shown.
@@ -423,16 +396,7 @@ class _Plan:
             card = ""  # not even the framing fits: stay silent
         offered = [card] if card else []
         offered += self._notices(left_out) if starting else []
-        cards: list[str] = []
-        taken: list[str] = []  # their digests, recorded once they are shown
-        reserve_used = ledger.reserve_used
-        for offer in offered:
-            digest = sha256_hex(offer.encode("utf-8"))[:16]
-            size = len(offer.encode("utf-8"))
-            if (stateless or digest not in ledger.cards) and reserve_used + size <= reserve:
-                reserve_used += size
-                cards.append(offer)
-                taken.append(digest)
+        cards, taken = _cards_within(offered, ledger, reserve, stateless)
         checkpoint = self._checkpoint() if chosen or cards or baseline else ""
 
         text, base = "", ledger.used
@@ -468,19 +432,6 @@ class _Plan:
         if not stateless and not repeated:
             ledger.baseline_done = True
         snippets = tuple(snippet for _, snippet, _ in chosen)
-        diagnostics = {
-            "scanned": self.result.scanned,
-            "terms": list(self.result.terms),
-            "decision": self.result.verdict.why if self.result.verdict else "",
-            "candidates": [[h.file, h.start, round(h.score, 3), h.stage] for h in self.result.ranked],
-            "held_back": [[h.file, round(h.score, 3)] for h in held],
-            "injected": [f"{s.file}:{s.start}-{s.end}" for s in snippets],
-            "bytes": len(text.encode("utf-8")),
-            "omitted": len(omitted),
-            "repeated": repeated,
-            "intents": sorted(wants),
-            "not_indexed_yet": sum(shelf.corpus.pending for shelf in self.shelves),
-        }
         return Injection(
             text=text,
             snippets=snippets,
@@ -489,13 +440,76 @@ class _Plan:
             card=card,
             session_used=ledger.used,
             budget=budget,
-            diagnostics=diagnostics,
+            diagnostics=self._diagnostics(held, len(omitted), snippets, text, repeated, wants),
             unscanned=tuple(
                 (scope.memory_dir, scope.state_dir, index)
                 for shelf, scope in zip(self.shelves, self.scopes, strict=True)
                 if (index := shelf.corpus.unscanned) is not None
             ),
         )
+
+    def _framing(self, left_out: list[str], rules: str) -> int:
+        """The bytes of an injection's framing (intro, discipline, fence, status), paid once
+        per injection: sized with the longest status line it can have."""
+        budget = self.settings.budget
+        framed = render.render(
+            [""],
+            lang=self.lang,
+            memory_dir=self._shown_dirs(),
+            used=budget,
+            limit=budget,
+            omitted=999,
+            left_out=left_out,
+            rules=rules,
+        )
+        return len(framed.encode("utf-8"))
+
+    def _fit(
+        self, pending: list[tuple[str, render.Snippet]], framing: int, room: int
+    ) -> tuple[list[tuple[str, render.Snippet, str]], list[render.Snippet], int]:
+        """The snippets that fit, in order, in `room` bytes of the session's budget (and under
+        this injection's cap, cards aside), each as (kind, snippet, its text); those left out;
+        and the bytes spent, the framing's included. A memory's description is shown once."""
+        spent = framing
+        chosen: list[tuple[str, render.Snippet, str]] = []
+        omitted: list[render.Snippet] = []
+        described: set[tuple[str, str]] = set()
+        for kind, snippet in pending:
+            repeat = (snippet.scope, snippet.file) in described
+            part = render.snippet_part(snippet._replace(description="") if repeat else snippet, self.lang)
+            size = len(part.encode("utf-8")) + 2
+            over_call = self.max_bytes is not None and spent + size > self.max_bytes - 2 * MAX_CARD_BYTES
+            if spent + size > room or over_call:
+                omitted.append(snippet)
+                continue
+            spent += size
+            described.add((snippet.scope, snippet.file))
+            chosen.append((kind, snippet, part))
+        return chosen, omitted, spent
+
+    def _diagnostics(
+        self,
+        held: Sequence[Hit],
+        omitted: int,
+        snippets: Sequence[render.Snippet],
+        text: str,
+        repeated: bool,
+        wants: set[str],
+    ) -> dict[str, Any]:
+        """What `--json` and `SAGEMEM_DEBUG` show of how this injection was decided."""
+        return {
+            "scanned": self.result.scanned,
+            "terms": list(self.result.terms),
+            "decision": self.result.verdict.why if self.result.verdict else "",
+            "candidates": [[h.file, h.start, round(h.score, 3), h.stage] for h in self.result.ranked],
+            "held_back": [[h.file, round(h.score, 3)] for h in held],
+            "injected": [f"{s.file}:{s.start}-{s.end}" for s in snippets],
+            "bytes": len(text.encode("utf-8")),
+            "omitted": omitted,
+            "repeated": repeated,
+            "intents": sorted(wants),
+            "not_indexed_yet": sum(shelf.corpus.pending for shelf in self.shelves),
+        }
 
     def _draw(
         self,
@@ -610,6 +624,24 @@ class _Plan:
         rev = sha256_hex(data)[:8]
         line = t["task"].format(task=self.task, rev=rev, path=path, undone=undone)
         return secrets.shown(" ".join(line.split("\n")))  # a task named with a secret, too
+
+
+def _cards_within(
+    offered: list[str], ledger: Ledger, reserve: int, stateless: bool
+) -> tuple[list[str], list[str]]:
+    """The cards that fit in what is left of the session's reserve, each shown once a
+    session, and their digests (recorded once they are shown)."""
+    cards: list[str] = []
+    taken: list[str] = []
+    reserve_used = ledger.reserve_used
+    for offer in offered:
+        digest = sha256_hex(offer.encode("utf-8"))[:16]
+        size = len(offer.encode("utf-8"))
+        if (stateless or digest not in ledger.cards) and reserve_used + size <= reserve:
+            reserve_used += size
+            cards.append(offer)
+            taken.append(digest)
+    return cards, taken
 
 
 def _card(template: str, names: str) -> str:
