@@ -236,7 +236,7 @@ PROMPT_HOOK = {
     "sagemem.search.lexicon", "sagemem.search.related", "sagemem.search.render", "sagemem.search.tables",
     "sagemem.search.retrieve", "sagemem.search.session", "sagemem.search.tokenize",
     "sagemem.store", "sagemem.store.command", "sagemem.store.config", "sagemem.store.digests",
-    "sagemem.store.errors", "sagemem.store.forms",
+    "sagemem.store.errors", "sagemem.store.forms", "sagemem.store.harnesses",
     "sagemem.store.files", "sagemem.store.journal", "sagemem.store.ledger", "sagemem.store.locking",
     "sagemem.store.log",
     "sagemem.store.names", "sagemem.store.records", "sagemem.store.secret_shapes",

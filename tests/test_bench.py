@@ -34,8 +34,13 @@ def test_the_generated_corpus_is_shaped_like_memories_and_its_queries_find_them(
     assert len(found) >= 0.8 * len(queries)  # the timed searches do real work
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def test_the_bar_draws_only_after_its_delay_and_ends_its_line() -> None:
-    stream = io.StringIO()
+    stream = _Terminal()  # click draws a bar only on a terminal
     quiet = Bar("indexing", stream, delay=60)
     quiet(5, 10)
     quiet(10, 10)
@@ -44,7 +49,7 @@ def test_the_bar_draws_only_after_its_delay_and_ends_its_line() -> None:
     bar(5, 10)
     bar(10, 10)
     bar(1, 4, "timing")
-    lines = stream.getvalue().split("\n")
+    lines = re.sub(r"\x1b\[\?25[lh]", "", stream.getvalue()).split("\n")  # click hides the cursor meanwhile
     assert lines[0].startswith("\rindexing [") and lines[0].endswith("] 10/10")
     assert "5/10" in lines[0] and lines[1].startswith("\rtiming [") and lines[1].endswith("1/4")
 

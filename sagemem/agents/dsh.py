@@ -42,6 +42,7 @@ from typing import Any
 from ..store.command import MODULE
 from ..store.errors import SagememError
 from ..store.files import read_config, write_atomic
+from ..store.harnesses import HARNESSES
 from .install import backup_beside
 
 BRIDGE = "@deepseek-ai/dsh-hooks-claude-code"
@@ -51,8 +52,10 @@ BRIDGE_INSTALL = (
 MCP_CLIENT = "@deepseek-ai/dsh-mcp-client"
 BEGIN = "# sagemem: begin (written by `sagemem install dsh`; `sagemem uninstall dsh` removes it)"
 END = "# sagemem: end"
-EVENTS = ("SessionStart", "UserPromptSubmit")
-HOOK_TIMEOUT = 30  # seconds, per hook: the bridge's default is ten minutes
+DSH = HARNESSES["dsh"]
+EVENTS = tuple(event.name for event in DSH.events)
+HOOK_TIMEOUT = max(event.timeout for event in DSH.events)  # seconds: the bridge's default is ten minutes
+HOOKS_FILE = Path(DSH.user_settings).relative_to(DSH.home_dir)  # in dsh's home: sagemem's alone
 _EMPTY_LIST = re.compile(r"^\[[ \t]*\][ \t]*(#[^\r\n]*)?\r?$", re.M)  # the template's top-level `[]`
 
 
@@ -157,11 +160,11 @@ def hook_words() -> list[str]:
 
 
 def hooks_settings(command: list[str]) -> dict[str, Any]:
-    def handler(event: str) -> dict[str, Any]:
-        line = shlex.join([*command, "hook", "dsh", event])
-        return {"type": "command", "command": line, "timeout": HOOK_TIMEOUT}
+    def handler(event: str, timeout: int) -> dict[str, Any]:
+        line = shlex.join([*command, "hook", DSH.name, event])
+        return {"type": "command", "command": line, "timeout": timeout}
 
-    return {"hooks": {event: [{"hooks": [handler(event)]}] for event in EVENTS}}
+    return {"hooks": {event: [{"hooks": [handler(event, timeout)]}] for event, _, timeout in DSH.events}}
 
 
 def block(hooks_file: Path, bridge: Path | None, command: list[str]) -> str:
@@ -175,6 +178,19 @@ def block(hooks_file: Path, bridge: Path | None, command: list[str]) -> str:
     rows.append({"id": "sagemem-mcp", "name": MCP_CLIENT, "config": config})
     lines = [BEGIN, "- insert:", *(f"    - {json.dumps(row, ensure_ascii=False)}" for row in rows), END]
     return "\n".join(lines) + "\n"
+
+
+def install(
+    *, add: bool, scope: str | None, profile: str | None, bridge: str | None, dry_run: bool
+) -> dict[str, Any]:
+    """`sagemem install dsh` (`add`) and `uninstall dsh`: for the user (every profile, or one);
+    dsh reads no project settings."""
+    if scope == "project":
+        raise SagememError(
+            "dsh reads no project settings: install for your user (the default) or one --profile;"
+            " the hook still uses each project's .sagemem/memory"
+        )
+    return apply(add=add, profile=profile, bridge=bridge, dry_run=dry_run)
 
 
 def apply(
@@ -193,7 +209,7 @@ def apply(
         # dsh sets a profile up on its first use; a folder made here would look set up.
         raise SagememError(f"{path.parent}: no such dsh profile (start `dsh --profile {profile}` once first)")
     target = path.resolve() if path.is_symlink() else path  # a dotfiles link stays a link
-    hooks_file = home / "sagemem" / "hooks.json"
+    hooks_file = home / HOOKS_FILE
     raw = read_config(target)
     original = None if raw is None else _decode(path, raw)
     before = _parse(path, original)

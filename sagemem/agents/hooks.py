@@ -8,7 +8,8 @@ from stdin is capped (`MAX_EVENT_BYTES`), retrieval reads at most the start and 
 a long prompt, and the context printed stays under `MAX_CONTEXT_BYTES` whatever the memories
 hold, so the hook answers in time for any input.
 
-The output is the shape Claude Code, Codex, Gemini CLI and DeepSeek Harness all read:
+The output has the shape the harness's record gives (`store/harnesses.py`); Claude Code,
+Codex, Gemini CLI and DeepSeek Harness all read
 `{"hookSpecificOutput": {"hookEventName": <the firing event>, "additionalContext": ...}}`.
 """
 
@@ -21,6 +22,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..store.harnesses import HARNESSES, prompt_events
 from ..store.records import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,9 +30,8 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from ..store.config import Scope
+    from ..store.harnesses import Harness
 
-HARNESSES = ("claude-code", "codex", "gemini", "dsh")
-PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
 START_EVENTS = ("SessionStart",)
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 READ_TOOLS = ("Read",)
@@ -47,11 +48,6 @@ INDEX_SECONDS = 4.0
 # after the hook started: later, it waits for the next session rather than risk the timeout.
 REPAIR_SECONDS = 1.5
 HOOK_LOG = "hook.log"
-_ALIASES = {
-    "session-start": "SessionStart",
-    "user-prompt-submit": "UserPromptSubmit",
-    "before-agent": "BeforeAgent",
-}
 # What every injection starts with: a prompt that carries it is sagemem's own text coming
 # back (a harness re-firing the prompt event with injected context), not a user's question.
 OWN_MARKERS = ("(sagemem, from ", "（sagemem，来自 ")
@@ -134,10 +130,11 @@ def handle(
         data = json.loads(raw) if raw.strip() else {}
         if not isinstance(data, dict):
             raise ValueError("the event is not a JSON object")
-        fired = str(data.get("hook_event_name") or _ALIASES.get(event or "", event or ""))
+        fired = str(data.get("hook_event_name") or _named(event))
         if harness not in HARNESSES:
             raise ValueError(f"unknown harness {harness!r} (one of {', '.join(HARNESSES)})")
-        if fired not in PROMPT_EVENTS + START_EVENTS + TOOL_EVENTS:
+        record = HARNESSES[harness]
+        if fired not in prompt_events() + START_EVENTS + TOOL_EVENTS:
             return None
         from ..search.inject import inject_set
         from ..store.config import load_settings, locate_scopes
@@ -146,7 +143,7 @@ def handle(
         found = locate_scopes(memory_dir, state_dir, env=env, cwd=cwd)
         state = found[0].state_dir
         scopes = [scope for scope in found if scope.memory_dir.is_dir()]
-        if fired in TOOL_EVENTS and harness == "dsh":  # dsh's own file tools are not Claude Code's
+        if fired in TOOL_EVENTS and not record.write_guard:  # its file tools are not Claude Code's
             return None
         if fired == "PreToolUse":
             refused = _secret_screen(data, found, env)
@@ -159,12 +156,11 @@ def handle(
             return _file_tool(harness, fired, data, scopes, session)
         care: list[tuple[str, str]] = []
         # The saving rules come once a session (the ledger keeps count), with whichever hook
-        # runs first, asked for only while the session has not had them; in dsh with the
-        # prompt's alone: dsh starts SessionStart detached, at the same moment, and what it
-        # says reaches only the second model request.
+        # runs first, asked for only while the session has not had them; where the harness
+        # says so (`start_rules`), with the prompt's alone.
         prompted = fired not in START_EVENTS and session is not None
-        wanted = prompted or (fired in START_EVENTS and harness != "dsh")
-        rules = (lambda: _rules_for(harness, cwd, env)) if wanted else None
+        wanted = prompted or (fired in START_EVENTS and record.start_rules)
+        rules = (lambda: _rules_for(record, cwd, env)) if wanted else None
         if fired in START_EVENTS:
             query, reset = "", str(data.get("source", "")) in ("compact", "clear")
             care = _session_start(scopes, started + REPAIR_SECONDS)
@@ -190,57 +186,70 @@ def handle(
             later += injection.unscanned
         if not injection.text:
             return None
-        return {"hookSpecificOutput": {"hookEventName": fired, "additionalContext": injection.text}}
+        return _answer(record, fired, injection.text)
     except Exception as exc:  # fail open: whatever happened, the agent's prompt goes on untouched
         _log(state, f"{harness} {event or ''}: {type(exc).__name__}: {exc}")
         return None
 
 
-def _rules_for(harness: str, cwd: Path, env: Mapping[str, str] | None) -> Any:
+def _named(event: str | None) -> str:
+    """The event named on the command line: as the harness names it, or for a session's start
+    and the prompt events also in kebab case (`user-prompt-submit`)."""
+    for name in START_EVENTS + prompt_events():
+        if event == "".join(f"-{c.lower()}" if c.isupper() else c for c in name).lstrip("-"):
+            return name
+    return event or ""
+
+
+def _answer(record: Harness, fired: str, text: str) -> dict[str, Any]:
+    """The injected text in the harness's shape: under its `output` keys, beside the firing
+    event's name where it wants one."""
+    *outer, key = record.output
+    answer: dict[str, Any] = {record.output_event: fired} if record.output_event else {}
+    answer[key] = text
+    for name in reversed(outer):
+        answer = {name: answer}
+    return answer
+
+
+def _rules_for(record: Harness, cwd: Path, env: Mapping[str, str] | None) -> Any:
     """How this harness's model may save a memory, when the harness tells it nothing itself:
-    Claude Code does, in its own prompt, while its auto memory is on (sagemem reads that
-    folder as a scope); Codex, Gemini CLI and dsh do not. None: no rules from sagemem."""
+    one with a memory folder of its own does, in its own prompt, while that memory is on
+    (Claude Code: sagemem reads that folder as a scope). None: no rules from sagemem."""
     from ..search.inject import Rules
 
     environment = os.environ if env is None else env
     home = Path(environment["HOME"]) if environment.get("HOME") else Path.home()
     try:
-        if harness == "claude-code":
-            from ..store.native import claude_auto_memory
+        if record.own_memory:
+            from ..store.native import own_memory_on
 
-            if claude_auto_memory(cwd, home, environment)[0]:
+            if own_memory_on(record.own_memory, cwd, home, environment):
                 return None
-        # Claude Code and dsh (its Claude Code bridge) show an MCP tool as mcp__<server>__<tool>,
-        # Gemini CLI as mcp_<server>_<tool>.
-        tool = {"claude-code": "mcp__sagemem__", "dsh": "mcp__sagemem__", "gemini": "mcp_sagemem_"}.get(
-            harness, ""
-        )
-        return Rules(mcp=_mcp_ready(harness, cwd, home, environment), tool=tool)
+        return Rules(mcp=_mcp_ready(record, cwd, home, environment), tool=record.mcp_tool)
     except Exception as exc:  # noqa: BLE001 - no rules is better than no memory
-        _log(None, f"{harness}: saving rules not chosen: {type(exc).__name__}: {exc}")
+        _log(None, f"{record.name}: saving rules not chosen: {type(exc).__name__}: {exc}")
         return None
 
 
-def _mcp_ready(harness: str, cwd: Path, home: Path, env: Mapping[str, str]) -> bool:
+def _mcp_ready(record: Harness, cwd: Path, home: Path, env: Mapping[str, str]) -> bool:
     """Whether this harness starts sagemem's MCP server (so its tools can be named): an entry
-    for it in the harness's settings (the server needs no package beyond sagemem)."""
-    if harness == "dsh":
-        return True  # `install dsh` mounts the MCP client beside the hooks bridge
+    for it where the harness keeps one (the server needs no package beyond sagemem)."""
+    if record.mcp_with_hooks:
+        return True  # its install mounts the MCP client beside the hooks
+    from ..store.harnesses import user_file
     from ..store.native import git_main_root, read_json
     from .install import registered_mcp
 
     root = git_main_root(cwd) or cwd
-    if harness == "claude-code":
-        files = [root / ".mcp.json"]
-    elif harness == "gemini":
-        files = [root / ".gemini" / "settings.json", home / ".gemini" / "settings.json"]
-    else:
-        files = []
+    files = [root / record.mcp_project] if record.mcp_project else []
+    if record.mcp_user and not record.mcp_add:  # else its own command writes it: read below
+        files.append(user_file(record, record.mcp_user, home, env))
     for path in files:
-        servers = read_json(path).get("mcpServers")
+        servers = read_json(path).get(record.mcp_key)
         if isinstance(servers, dict) and "sagemem" in servers:
             return True
-    found = registered_mcp(harness, home=home, env=env)
+    found = registered_mcp(record.name, home=home, env=env)
     return bool(found and found[1])
 
 

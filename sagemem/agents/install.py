@@ -40,33 +40,16 @@ from ..store.command import (
 )
 from ..store.errors import SagememError, SagememWarning
 from ..store.files import read_config, safe_folder, write_atomic
+from ..store.harnesses import HARNESSES, Harness, home_folder, mcp_place, user_file
 from ..store.locking import exclusive
 from ..store.records import Record
 
-# harness -> (project file, user file, {event: (matcher or None, timeout)})
+# harness -> (project file, user file, {event: (matcher or None, timeout)}): the older form
+# of what each record (`store/harnesses.py`) says, for the harnesses `apply` installs.
 TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
-    "claude-code": (
-        ".claude/settings.json",
-        ".claude/settings.json",
-        {
-            "SessionStart": ("startup|resume|clear|compact", 10),
-            "UserPromptSubmit": (None, 10),
-            # The write guard on the agent's own file tools.
-            "PreToolUse": ("Write|Edit|MultiEdit", 10),
-            "PostToolUse": ("Read|Write|Edit|MultiEdit", 10),
-        },
-    ),
-    "codex": (
-        ".codex/hooks.json",
-        ".codex/hooks.json",
-        {"SessionStart": ("startup|resume|clear", 10), "UserPromptSubmit": (None, 10)},
-    ),
-    # Gemini CLI counts timeouts in milliseconds and names the prompt event BeforeAgent.
-    "gemini": (
-        ".gemini/settings.json",
-        ".gemini/settings.json",
-        {"SessionStart": ("*", 10_000), "BeforeAgent": ("*", 10_000)},
-    ),
+    name: (h.project_settings, h.user_settings, {e.name: (e.matcher, e.timeout) for e in h.events})
+    for name, h in HARNESSES.items()
+    if not h.installer
 }
 BACKUPS = "backups"
 RECORD = "install-record.json"  # in the backup folder: the files install created
@@ -99,36 +82,29 @@ def settings_path(
     home: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Path:
-    project, user, _ = TARGETS[harness]
+    """The hooks file of the harness's record, in the project or in the user's home (where
+    the harness's own variable may have moved its folder)."""
+    record = HARNESSES[harness]
     if scope == "project":
-        return (cwd or Path.cwd()) / project
-    # Both read their user settings from a folder an environment variable can move.
-    if harness == "codex":
-        return codex_home(home, env) / "hooks.json"
-    if harness == "claude-code":
-        return claude_dir(home, env) / "settings.json"
-    return (home or Path.home()) / user
+        return (cwd or Path.cwd()) / record.project_settings
+    return user_file(record, record.user_settings, home or Path.home(), env)
 
 
 def codex_home(home: Path | None = None, env: Mapping[str, str] | None = None) -> Path:
     """Codex's folder: `$CODEX_HOME`, else `~/.codex`."""
-    return _moved("CODEX_HOME", env) or (home or Path.home()) / ".codex"
+    return home_folder(HARNESSES["codex"], home or Path.home(), env)
 
 
 def claude_dir(home: Path | None = None, env: Mapping[str, str] | None = None) -> Path:
     """Claude Code's folder: `$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
-    return _moved("CLAUDE_CONFIG_DIR", env) or (home or Path.home()) / ".claude"
+    return home_folder(HARNESSES["claude-code"], home or Path.home(), env)
 
 
 def claude_json(home: Path | None = None, env: Mapping[str, str] | None = None) -> Path:
     """Claude Code's own state file (user-scope MCP servers, folder trust): `.claude.json` in
     `$CLAUDE_CONFIG_DIR`, else in the home folder."""
-    return (_moved("CLAUDE_CONFIG_DIR", env) or home or Path.home()) / ".claude.json"
-
-
-def _moved(variable: str, env: Mapping[str, str] | None) -> Path | None:
-    given = (os.environ if env is None else env).get(variable, "").strip()
-    return Path(given).expanduser() if given else None
+    claude = HARNESSES["claude-code"]
+    return user_file(claude, claude.mcp_user, home or Path.home(), env)
 
 
 def command_for(harness: str, event: str, *, portable: bool = False) -> str:
@@ -182,28 +158,36 @@ def apply(
     cwd = cwd or Path.cwd()
     home = home or Path.home()
     environ = os.environ if env is None else env
-    if memory is not None and (harness != "claude-code" or scope != "project" or memory not in adopt.MODES):
+    record = HARNESSES[harness]
+    if memory is not None and (not record.own_memory or scope != "project" or memory not in adopt.MODES):
         raise SagememError("memory: `both` or `sagemem`, for Claude Code with the project scope only")
+    _installable(record, scope)
     path = settings_path(harness, scope, cwd=cwd, home=home, env=env)
     portable = committed(scope)
     backups = Backups.for_scope(scope, cwd=cwd, home=home, env=env)
     step = adopt.Step([])
-    own_project = harness == "claude-code" and scope == "project"
+    adopts = bool(record.own_memory) and scope == "project"  # the setting of its own memory
+    # Where the MCP entry goes, and whether this install writes it (else the harness's command).
+    mcp_file, writes_mcp = mcp_place(record, scope) or ("", False)
+    beside = writes_mcp and mcp_file == (
+        record.project_settings if scope == "project" else record.user_settings
+    )
 
     def hooks(data: dict[str, Any]) -> list[str]:
         nonlocal step
         changes = _add(data, harness, portable=portable) if add else _remove(data, harness)
-        if harness == "gemini":  # Gemini keeps its MCP servers in the same settings file
+        if beside:  # its MCP servers are in the same settings file (Gemini)
             changes += _mcp(data, add, portable=portable)
-            changes += _gemini_trusts_its_tools(data) if add else []
-        if own_project:
+            changes += _trusts_its_tools(data) if add and record.mcp_trust else []
+        if adopts:
             step = adopt.setting_change(data, memory, add, backups.setting(_real(path), adopt.KEY))
             changes += step.changes
         return changes
 
     files: list[tuple[Path, Change]] = [(path, hooks)]
-    if own_project:
-        files.append((cwd / ".mcp.json", lambda data: _mcp(data, add, portable=portable)))
+    if writes_mcp and not beside:  # a file of its own (`.mcp.json`)
+        where = cwd / mcp_file if scope == "project" else user_file(record, mcp_file, home, env)
+        files.append((where, lambda data: _mcp(data, add, portable=portable)))
     inside = cwd if scope == "project" else None  # a project's files came with its clone
     # Every file is checked before any is written.
     edits = [_plan(target, change, add, backups, inside, home.resolve()) for target, change in files]
@@ -225,8 +209,8 @@ def apply(
     if launcher is not None:
         outcomes.append(launcher if dry_run else keep_launcher(home, dry_run=False))
     notes: list[str] = []
-    if harness == "claude-code" and add:  # how Claude Code's own memory stands after this install
-        recorded = backups.setting(edits[0].path, adopt.KEY) if own_project else None
+    if record.own_memory and add:  # how Claude Code's own memory stands after this install
+        recorded = backups.setting(edits[0].path, adopt.KEY) if adopts else None
         off = edits[0].data.get(adopt.KEY) is False
         ours = step.record == "set" or (step.record is None and recorded is not None and off)
         notes = adopt.notes(
@@ -240,16 +224,8 @@ def apply(
             ours=ours,
         )
     todo = _mcp_todo(harness, scope, add, home=home, env=env)
-    hook_changed = any(
-        line.startswith(("added ", "updated ")) and " hook" in line for line in outcomes[0]["changes"]
-    )
-    if harness == "codex" and add and hook_changed:
-        note = CODEX_TRUST_NOTE
-        if scope == "project":
-            note += "; Codex loads .codex/hooks.json only in a project you have trusted"
-        todo.append(note)
-    if harness == "gemini" and scope == "project" and add:
-        todo += _gemini_trust_todo(cwd, home, environ)
+    if add:
+        todo += _trust_todo(record, scope, outcomes[0]["changes"], cwd, home, environ)
     return {
         "path": str(path),
         "files": outcomes,
@@ -261,6 +237,40 @@ def apply(
         "import": imported.to_dict() if imported is not None else None,
         "dry_run": dry_run,
     }
+
+
+def own_installer(record: Harness) -> Callable[..., dict[str, Any]]:
+    """The install of a harness whose record names a module of its own (`installer`), which
+    `apply` cannot do: it takes `add`, `scope`, `profile`, `bridge` and `dry_run`."""
+    from . import dsh
+
+    return {"dsh": dsh.install}[record.installer]
+
+
+def _installable(record: Harness, scope: str) -> None:
+    """`apply` writes the hooks file of the harness's record: a harness installed by a module
+    of its own, or a project scope where it reads no project settings, is refused."""
+    if record.installer:
+        raise SagememError(f"{record.name}: installed by `sagemem install {record.name}`, not here")
+    if scope == "project" and "project" not in record.scopes:
+        raise SagememError(f"{record.name} reads no project settings: install with --scope user")
+
+
+def _trust_todo(
+    record: Harness, scope: str, changes: list[str], cwd: Path, home: Path, env: Mapping[str, str]
+) -> list[str]:
+    """What the harness's trust asks of the person after an install: Codex trusts each new or
+    changed hook by hand, Gemini reads a project's settings only in a folder it trusts."""
+    if record.trust == "hooks" and any(
+        line.startswith(("added ", "updated ")) and " hook" in line for line in changes
+    ):
+        note = CODEX_TRUST_NOTE
+        if scope == "project":
+            note += f"; {record.title} loads {record.project_settings} only in a project you have trusted"
+        return [note]
+    if record.trust == "folder" and scope == "project":
+        return _gemini_trust_todo(cwd, home, env)
+    return []
 
 
 class _Edit(Record):
@@ -648,21 +658,18 @@ def _mcp(data: dict[str, Any], add: bool, *, portable: bool = False) -> list[str
 def registered_mcp(
     harness: str, *, home: Path | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[Path, dict[str, Any] | None] | None:
-    """The `sagemem` MCP entry a harness keeps outside the files `install` edits: Claude
-    Code's user scope (`~/.claude.json`), Codex's `config.toml`. (path, entry or None when
-    there is none); None when the file cannot be read (or TOML cannot be parsed here)."""
-    home = home or Path.home()
-    if harness == "claude-code":
-        path = claude_json(home, env)
-        data = _read_json(path)
-    elif harness == "codex":
-        path = codex_home(home, env) / "config.toml"
-        data = read_toml(path)
-    else:
+    """The `sagemem` MCP entry a harness keeps outside the files `install` edits, where its
+    own command writes it: Claude Code's user scope (`~/.claude.json`), Codex's
+    `config.toml`. (path, entry or None when there is none); None when the harness keeps
+    none there, or the file cannot be read (or TOML cannot be parsed here)."""
+    record = HARNESSES.get(harness)
+    if record is None or not record.mcp_add or not record.mcp_user:
         return None
+    path = user_file(record, record.mcp_user, home or Path.home(), env)
+    data = read_toml(path) if path.suffix == ".toml" else _read_json(path)
     if data is None:
         return None
-    servers = data.get("mcpServers" if harness == "claude-code" else "mcp_servers")
+    servers = data.get(record.mcp_key)
     entry = servers.get("sagemem") if isinstance(servers, dict) else None
     return path, entry if isinstance(entry, dict) else None
 
@@ -707,10 +714,11 @@ def _gemini_trust_todo(cwd: Path, home: Path, env: Mapping[str, str]) -> list[st
     ]
 
 
-def _gemini_trusts_its_tools(data: dict[str, Any]) -> list[str]:
+def _trusts_its_tools(data: dict[str, Any]) -> list[str]:
     """Gemini offers a headless session (`gemini -p`) only the tools it needs no confirmation
-    for: the MCP entry is marked `trust`, so that the model can search and save memories
-    there too. A `trust` the person set (false included) stays theirs."""
+    for: the MCP entry is marked `trust` (the record's `mcp_trust`), so that the model can
+    search and save memories there too. A `trust` the person set (false included) stays
+    theirs."""
     entry = data.get("mcpServers", {}).get("sagemem")
     if not mcp_is_ours(entry) or "trust" in entry:
         return []
@@ -719,33 +727,34 @@ def _gemini_trusts_its_tools(data: dict[str, Any]) -> list[str]:
 
 
 def _mcp_todo(harness: str, scope: str, add: bool, *, home: Path, env: Mapping[str, str] | None) -> list[str]:
-    """The command that adds (or removes) the MCP entry where `install` does not write it;
-    none when it is already as it should be, or is the person's own."""
-    if not (harness == "codex" or (harness == "claude-code" and scope == "user")):
+    """The harness's own command that adds (or removes) the MCP entry where `install` does
+    not write it; none when it is already as it should be, or is the person's own."""
+    record = HARNESSES[harness]
+    place = mcp_place(record, scope)
+    if place is None or place[1]:  # none, or `install` writes it
         return []
     found = registered_mcp(harness, home=home, env=env)
     known, entry = (found is not None), (found[1] if found else None)
     if entry is not None and not mcp_is_ours(entry):
         return []  # the person's own entry, under sagemem's name
-    codex = harness == "codex"
     if not add:
         if known and entry is None:
             return []
-        return ["codex mcp remove sagemem" if codex else "claude mcp remove --scope user sagemem"]
+        return [record.mcp_remove]
     wanted = mcp_entry()
     if entry is not None and {k: entry.get(k) for k in wanted} == wanted:
         return []
-    if codex:
-        return [f"codex mcp add sagemem -- {command_line('mcp')}"]  # it replaces an older one
-    adding = f"claude mcp add --scope user sagemem -- {command_line('mcp')}"
-    # Claude Code refuses to add a name it has: the older entry goes first.
-    return [f"claude mcp remove --scope user sagemem && {adding}" if entry is not None else adding]
+    adding = record.mcp_add.format(command=command_line("mcp"))
+    if record.mcp_replaces or entry is None:
+        return [adding]
+    return [f"{record.mcp_remove} && {adding}"]  # it refuses a name it has: the older goes first
 
 
 def _add(data: dict[str, Any], harness: str, *, portable: bool = False) -> list[str]:
+    record = HARNESSES[harness]
     hooks = data.setdefault("hooks", {})
     changes = []
-    for event, (matcher, timeout) in TARGETS[harness][2].items():
+    for event, matcher, timeout in record.events:
         groups = hooks.setdefault(event, [])
         command = command_for(harness, event, portable=portable)
         mine = [h for g in groups for h in g.get("hooks", []) if own_handler(g, h, harness, event)]
@@ -756,8 +765,8 @@ def _add(data: dict[str, Any], harness: str, *, portable: bool = False) -> list[
         if mine:
             continue
         handler: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
-        if harness == "gemini":
-            handler = {"name": "sagemem", **handler}
+        if record.handler_name:
+            handler = {"name": record.handler_name, **handler}
         group: dict[str, Any] = {"hooks": [handler]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
@@ -769,7 +778,7 @@ def _add(data: dict[str, Any], harness: str, *, portable: bool = False) -> list[
 def _remove(data: dict[str, Any], harness: str) -> list[str]:
     hooks = data.get("hooks", {})
     changes = []
-    for event in TARGETS[harness][2]:
+    for event in [e.name for e in HARNESSES[harness].events]:
         groups = hooks.get(event, [])
         for group in groups:
             kept = [h for h in group.get("hooks", []) if not own_handler(group, h, harness, event)]
@@ -790,7 +799,7 @@ def own_handler(group: Any, handler: Any, harness: str, event: str) -> bool:
     if not isinstance(group, dict) or not isinstance(handler, dict):
         return False
     command = str(handler.get("command", ""))
-    matcher = TARGETS[harness][2][event][0]
+    matcher = {e.name: e.matcher for e in HARNESSES[harness].events}[event]
     return (
         group.get("matcher") == matcher
         and "sagemem" in command

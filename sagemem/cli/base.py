@@ -101,6 +101,27 @@ class _Group(click.Group):
                         )
 
 
+class _DefaultGroup(_Group):
+    """A group that does something when named alone: runs its command `default`, given the
+    group's own options (`snapshot --json` is `snapshot list --json`), or with no `default`,
+    its own function (`dream`). Given a command, it runs that command alone."""
+
+    def __init__(self, *args: Any, default: str | None = None, **kwargs: Any) -> None:
+        kwargs["invoke_without_command"] = True
+        super().__init__(*args, **kwargs)
+        self.default = default
+        self.alone = self.callback  # what it does named alone, when it has no `default`
+        self.callback = self._alone
+
+    def _alone(self, **params: Any) -> Any:
+        ctx = click.get_current_context()
+        if ctx.invoked_subcommand is not None:
+            return None
+        if self.default is not None:
+            return ctx.invoke(self.commands[self.default], **params)
+        return ctx.invoke(self.alone, **params) if self.alone is not None else None
+
+
 class _Context:
     """What the global options chose; the memory set and its stores are resolved on first use.
     `store` is the set's first scope (or the one `--in` names): the commands that work on one

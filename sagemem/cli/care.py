@@ -11,7 +11,18 @@ import click
 from ..store.errors import SagememError
 from ..store.ledger import Record
 from ..store.names import name_key
-from .base import _Context, _print_json, _uses, cli, count, json_option, parts_option, pass_ctx, say
+from .base import (
+    _Context,
+    _DefaultGroup,
+    _print_json,
+    _uses,
+    cli,
+    count,
+    json_option,
+    parts_option,
+    pass_ctx,
+    say,
+)
 
 
 @cli.command()
@@ -95,13 +106,10 @@ def candidates(ctx: _Context, apply: bool, as_json: bool) -> None:
         say(f"{c.file}  {c.reason}; {_uses(c.uses)}")
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(cls=_DefaultGroup, default="list")
 @json_option
-@click.pass_context
-def snapshot(click_ctx: click.Context, as_json: bool) -> None:
+def snapshot(as_json: bool) -> None:
     """Copies of every memory to roll back to: list (default), create, rollback."""
-    if click_ctx.invoked_subcommand is None:
-        click_ctx.invoke(snapshot_list, as_json=as_json)
 
 
 @snapshot.command("list")

@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from .base import _Context, _print_json, cli, json_option, parts_option, pass_ctx, say
+from .base import _Context, _DefaultGroup, _print_json, cli, json_option, parts_option, pass_ctx, say
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(cls=_DefaultGroup)
 @click.option(
     "--apply", "apply_", is_flag=True, help="Let the model change the directory (after a snapshot)."
 )
@@ -42,8 +42,6 @@ def dream(
     Example:
         sagemem dream --base-url https://api.deepseek.com --model deepseek-chat
     """
-    if click_ctx.invoked_subcommand is not None:
-        return
     from ..dream import dream as run
 
     ctx = click_ctx.find_object(_Context)

@@ -8,12 +8,28 @@ from typing import Any
 
 import click
 
-from ..agents.hooks import HARNESSES
-from .base import _Context, _print_json, cli, count, json_option, pass_ctx, say
+from ..store.harnesses import HARNESSES
+from .base import _Context, _DefaultGroup, _print_json, cli, count, json_option, pass_ctx, say
+
+
+class _Harnesses(click.Choice):
+    """The harnesses' names, read from their records whenever a command line is: a harness
+    is one record (`store/harnesses.py`)."""
+
+    def __init__(self) -> None:
+        super().__init__(list(HARNESSES))
+
+    @property  # type: ignore[override]
+    def choices(self) -> list[str]:
+        return list(HARNESSES)
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        pass  # the records are the choices
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
-@click.argument("harness", type=click.Choice(list(HARNESSES)))
+@click.argument("harness", type=_Harnesses())
 @click.argument("event", required=False)
 @pass_ctx
 def hook(ctx: _Context, harness: str, event: str | None) -> None:
@@ -40,7 +56,7 @@ def _options(command: Any) -> Any:
     """The arguments `install` and `uninstall` share."""
     for option in reversed(
         [
-            click.argument("harness", type=click.Choice(list(HARNESSES))),
+            click.argument("harness", type=_Harnesses()),
             click.option(
                 "--scope",
                 type=click.Choice(["project", "user"]),
@@ -86,7 +102,7 @@ def install(
         sagemem install gemini --scope user           # ~/.gemini/settings.json
         sagemem install dsh                           # ~/.dsh/cordis.patch.yml (every profile)
     """
-    if memory is not None and harness != "claude-code":
+    if memory is not None and not HARNESSES[harness].own_memory:
         raise click.UsageError("--memory is for claude-code only: it says who holds Claude Code's memories")
     if memory is not None and scope == "user":
         raise click.UsageError(
@@ -121,22 +137,14 @@ def _apply(
     memory: str | None = None,
     into: str | None = None,
 ) -> dict[str, object]:
-    from ..store.errors import SagememError
+    from ..agents.install import apply, own_installer
 
-    if harness == "dsh":
-        from ..agents import dsh
-
-        if scope == "project":
-            raise SagememError(
-                "dsh reads no project settings: install for your user (the default) or one --profile;"
-                " the hook still uses each project's .sagemem/memory"
-            )
-        return dsh.apply(add=add, profile=profile, bridge=bridge, dry_run=dry_run)
+    record = HARNESSES[harness]
+    if record.installer:  # a module of its own (dsh: its profiles' patch layers, the hooks bridge)
+        return own_installer(record)(add=add, scope=scope, profile=profile, bridge=bridge, dry_run=dry_run)
     if profile or bridge:
         raise click.UsageError("--profile and --bridge are for dsh only")
-    from ..agents.install import apply
-
-    return apply(harness, scope or "project", add=add, dry_run=dry_run, memory=memory, into=into)
+    return apply(harness, scope or record.scopes[0], add=add, dry_run=dry_run, memory=memory, into=into)
 
 
 def _listed(value: object) -> list[object]:
@@ -287,17 +295,14 @@ def watch(ctx: _Context) -> None:
         stop.set()
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(cls=_DefaultGroup, default="status")
 @json_option
-@click.pass_context
-def daemon(click_ctx: click.Context, as_json: bool) -> None:
+def daemon(as_json: bool) -> None:
     """The resident process that runs hooks warm: status (default), start, stop, serve.
 
     Hooks start it themselves, and it ends after half an hour without a hook; these commands
     are for looking at it and for scripts. SAGEMEM_DAEMON=off: hooks run in their own process.
     """
-    if click_ctx.invoked_subcommand is None:
-        click_ctx.invoke(daemon_status, as_json=as_json)
 
 
 @daemon.command("status")

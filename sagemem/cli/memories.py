@@ -17,6 +17,7 @@ from .base import (
     _conflict_summary,
     _Context,
     _count_use,
+    _DefaultGroup,
     _finite,
     _line_range,
     _print_json,
@@ -522,13 +523,10 @@ def index_(ctx: _Context, mode: str, as_json: bool) -> None:
         sys.exit(1)
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(cls=_DefaultGroup, default="list")
 @json_option
-@click.pass_context
-def conflicts(click_ctx: click.Context, as_json: bool) -> None:
+def conflicts(as_json: bool) -> None:
     """Refused writes waiting for a person: list (default), show, resolve."""
-    if click_ctx.invoked_subcommand is None:
-        click_ctx.invoke(conflicts_list, as_json=as_json)
 
 
 @conflicts.command("list")

@@ -1,6 +1,6 @@
 """The "How to save a memory" section of the session-start injection, for harnesses that
 tell the model nothing about saving memory themselves (Codex, Gemini CLI, DeepSeek Harness,
-Claude Code with its auto memory off).
+Claude Code with its auto memory off: each harness's record in `store/harnesses.py` says).
 
 What a memory store fills up with is decided here, so the text puts first what peers' stores
 suffer from most: junk saved because nothing said what not to save (secrets, what the code or

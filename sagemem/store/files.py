@@ -15,9 +15,11 @@ that fails names the file and the operation (`StorageError`).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import stat
+import sys
 from pathlib import Path
 
 from .errors import InvalidMemory, MemoryNotFound, StorageError, UnsafePath
@@ -234,6 +236,46 @@ def _mode_for(path: Path) -> int:
 
 
 def _umask() -> int:
-    current = os.umask(0o022)
-    os.umask(current)
+    """The process's umask, learned without changing it where the system says what it is.
+    `os.umask` only sets it, and setting it then putting it back is not safe beside threads
+    (the UI server's): a file another thread makes in between gets the passing mask, and two
+    threads doing it at once can leave the wrong one set for good. Nor can it be learned once
+    at import: the resident process's children take the hook's (`agents/resident.py`).
+    Linux says it in /proc/self/status (since 4.7; about 8 µs, against an fsync's
+    milliseconds). Elsewhere it is set and put back under a lock, so two of ours never
+    interleave, and the passing mask is the most private one, so what another thread makes
+    in between is private, never open to others."""
+    found = _status_umask() if _PROC_STATUS else None
+    if found is not None:
+        return found
+    with _UMASK_LOCK:
+        current = os.umask(0o077)
+        os.umask(current)
     return current
+
+
+def _status_umask() -> int | None:
+    """The `Umask:` line of /proc/self/status; None where there is none (no /proc mounted,
+    a kernel before 4.7)."""
+    try:
+        fd = os.open("/proc/self/status", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        head = os.read(fd, 4096)  # `Umask:` is the second line, after the program's name
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    at = head.find(b"\nUmask:")
+    end = head.find(b"\n", at + 1)
+    if at < 0 or end < 0:
+        return None
+    try:
+        return int(head[at + len(b"\nUmask:") : end], 8)
+    except ValueError:
+        return None
+
+
+_PROC_STATUS = sys.platform.startswith("linux")
+_UMASK_LOCK = _thread.allocate_lock()  # `_thread`: no import on the hook's path

@@ -17,15 +17,22 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from .harnesses import HARNESSES, home_folder, user_file
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 
 
+def own_memory_on(scope: str, cwd: Path, home: Path, env: Mapping[str, str]) -> bool:
+    """Whether the memory folder a harness keeps itself (its record's `own_memory`, named by
+    the scope sagemem reads it as) is on for a session in `cwd`."""
+    return scope == "claude" and claude_auto_memory(cwd, home, env)[0]
+
+
 def claude_home(home: Path, env: Mapping[str, str]) -> Path:
     """Claude Code's own folder: `$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
-    given = env.get("CLAUDE_CONFIG_DIR", "").strip()
-    return Path(given).expanduser() if given else home / ".claude"
+    return home_folder(HARNESSES["claude-code"], home, env)
 
 
 def claude_memory_dir(cwd: Path, home: Path, env: Mapping[str, str]) -> Path:
@@ -76,8 +83,9 @@ def claude_auto_memory(
         return False, "CLAUDE_CODE_SIMPLE is set"
     root = git_main_root(cwd) or cwd
     value, source = True, ""
-    layers = [claude_home(home, env) / "settings.json"]
-    layers += [root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"]
+    claude = HARNESSES["claude-code"]
+    layers = [user_file(claude, claude.user_settings, home, env)]
+    layers += [root / claude.project_settings, root / claude.local_settings]
     layers += [policy or claude_policy()]
     for path in layers:
         settings = replaced[path] if replaced and path in replaced else read_json(path)

@@ -1,51 +1,31 @@
 """Likely secrets in memory text: where each one is, a digest to compare it by, redaction.
 
-Two scans. `scan` is the full one: detect-secrets (Yelp's maintained scanner, through its
-Python API, in process, line by line) and sagemem's own shapes (`secret_shapes.py`). It runs
-where there is time: a write, `check`, an index built outside the prompt's deadline.
-`scan_patterns` runs sagemem's own shapes alone, without importing detect-secrets: for the
+What is found, and how a finding is shaped, is specified in docs/maintenance.md ("What the
+secret check finds"); `secret_shapes.py` holds sagemem's own shapes as data. This says why
+the scanner is built as it is.
+
+Two scans, because the prompt hook has no time for the full one. `scan` is detect-secrets
+(Yelp's maintained scanner, through its Python API, in process, line by line) and our own
+shapes: where there is time (a write, `check`, an index built outside the prompt's
+deadline). `scan_patterns` is our shapes alone, without importing detect-secrets: for the
 prompt hook, which redacts every snippet it injects and must answer in time. Our shapes
-cover what detect-secrets finds but for a few rare vendors (IBM, SoftLayer, Cloudant), so a
-file the prompt hook indexes itself loses little by waiting for the full scan.
+cover what detect-secrets finds but for a few rare vendors, so a file the prompt hook
+indexes itself loses little by waiting for the full scan.
 
-Of detect-secrets' plugins all are used but three: the two high-entropy ones (memory files
-hold sha256 versions and commit ids everywhere, which they would flag) and IPPublicDetector
-(an address in a note is not a secret). Only the plugins' patterns run, never `verify`, so
-nothing calls a vendor's API, and nothing touches the disk. KeywordDetector runs with the
-regexes detect-secrets uses for YAML and .env-style files, so unquoted `password: hunter2`
-and `DB_PASSWORD=...` count: a memory is Markdown with YAML frontmatter, and its code blocks
-are mostly config.
+detect-secrets' high-entropy plugins are left out because memory files hold sha256 versions
+and commit ids everywhere; its public-IP plugin because an address in a note is no secret.
+Only the plugins' patterns run, never `verify`: nothing calls a vendor's API, nothing
+touches the disk. Its keyword plugin runs with the regexes it uses for YAML and .env-style
+files, because a memory is Markdown with YAML frontmatter and its code blocks are mostly
+config, where values go unquoted. Its plugins' internals are read (their regexes, parsed
+for `_gate`), so pyproject.toml pins the minor version tested (docs/decisions.md).
 
-Our own shapes (tests/test_secret_shapes.py plants each, from the vendors' documented
-formats): some 90 vendors' token prefixes (AI providers, code hosts and registries, clouds
-including Alibaba, Tencent and Volcengine, secrets managers, payment, mail and chat
-services, WeCom, Feishu and DingTalk webhooks); passwords in URLs, in `mysql -p`, `curl -u`,
-`sshpass -p`, `.netrc` lines, `--password` flags and Basic auth headers; a value after a
-label that names a secret (`password`, `token`, `secret`, `api key` inside any name, and
-密码, 口令, 密钥, 秘钥, 令牌; after `:`, `=`, 是, 为); a random-looking blob after a label
-that may name a key (`signing_key`, `ENCRYPTION_KEY`, `key`); a password in a sentence (`the
-password is ...`); and a Markdown table's password cell (`| password | ... |`, or a column
-headed so).
-
-What is found is then shaped. A token grows to its whole run of token characters (detect-
-secrets' GitHub and GitLab patterns report only the prefix, Stripe's only 24 characters),
-and so does every finding that would end or start inside such a run, so redaction removes
-all of it and leaves nothing that reads as a new secret beside the marker. A private key is
-its whole block, BEGIN line to END line; a BEGIN line with no key after it (prose that names
-the header) is not reported. A labelled value or a URL's password ends at its closing quote
-or, unquoted, at the first blank, quote or `,;)]}`, and is dropped if it is a plain word or
-words or an identifier (`required`, `ask Dana`, `X-API-Key`, `prod_db_password`), an
-environment variable's name, a path, a URL, an email address, a date, a version, an ARN,
-code (`x[0]`, `f(x)`), a reference (`vault:secret/db#password`), shorter than 6 characters,
-without a letter, a run of the alphabet or digits, or a `$VAR`; a label ending in `id` is
-no secret's. A UUID counts only after a label that names a secret (`HEROKU_API_KEY=<uuid>`).
-Any value is dropped if it is a placeholder: `{...}`, `<...>`, `xxxx`, `****`, `...`,
-your/example/changeme/placeholder/redacted. A `pragma: allowlist secret` comment keeps its
-line (or, `nextline`, the next) out. Notes say "password: ask Dana" far more often than they
-leak one, and a refused write has a cost.
-
-A digest is the sha256 of the value with whitespace removed, so the same secret on another
-line, re-indented or with CRLF endings has the same digest.
+A finding grows to the whole run of token characters around it, so redaction leaves no
+half of a token that reads as a new secret beside the marker. A labelled value is dropped
+when it reads as a note rather than a secret (a word, a name, a path, a placeholder):
+notes say "password: ask Dana" far more often than they leak one, and a refused write has
+a cost. A digest is taken with whitespace removed, so a secret moved, re-indented or given
+CRLF endings is the same secret.
 
 Cost: nothing heavy at import; a shape's pattern is compiled only when a line holds one of
 its needles, and detect-secrets is imported on the first full scan (about 110 ms), its
@@ -53,8 +33,7 @@ detectors built once per process. Each detect-secrets detector reads only the li
 hold a literal every match of its patterns holds, derived from the parsed patterns
 (`_gate`), so skipping the others loses nothing. detect-secrets' keyword and JWT regexes take
 time quadratic in a long line of look-alikes; they are run so that they do not
-(`_keyword_finder`, `_jwt_matches`). A 512 KiB memory of notes scans in
-about 0.07 s; one made of labels and values, in under 2 s.
+(`_keyword_finder`, `_jwt_matches`). The figures are in docs/performance.md.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ The package, each module importing only those above it:
 - `probes`: the hook runs and MCP starts, once per command line;
 - `claude`, `codex`, `gemini`, `dsh`: one harness each, with its own gates;
 - `memory_dir`: the memory directory a hook would use here;
-- `diagnosis`: `diagnose`, all of it in order.
+- `diagnosis`: `diagnose`, all of it in order; a harness with no module of its own is
+  checked from its record (`store/harnesses.py`) alone.
 """
 
 from .claude import claude_auto_memory, claude_memory_dir, claude_slug

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...store.harnesses import HARNESSES, user_file
 from ...store.native import claude_auto_memory as native_auto_memory
 from ...store.native import claude_slug, git_main_root
 from ..install import claude_dir, claude_json
@@ -18,13 +19,14 @@ from .settings import collect, mcp_entries, mcp_fix, nested, read_quietly
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+CLAUDE = HARNESSES["claude-code"]
 
 
 def check(places: Places, runs: Runs) -> tuple[bool, list[Finding]]:
     """Claude Code's findings here, and whether sagemem is set up in it (a settings file that
     cannot be read counts)."""
-    user = claude_dir(places.home, places.env) / "settings.json"
-    project, local = places.cwd / ".claude" / "settings.json", places.cwd / ".claude" / "settings.local.json"
+    user = user_file(CLAUDE, CLAUDE.user_settings, places.home, places.env)
+    project, local = places.cwd / CLAUDE.project_settings, places.cwd / CLAUDE.local_settings
     findings, hooks = collect("claude-code", [("project", project), ("local", local), ("user", user)])
     state = claude_json(places.home, places.env)
     mcp = mcp_entries(
@@ -51,9 +53,9 @@ def check(places: Places, runs: Runs) -> tuple[bool, list[Finding]]:
 
 def _claude_layers(places: Places, *, project: bool = True) -> list[Path]:
     """Claude Code's settings files, the later winning: user, project, local, managed."""
-    user = claude_dir(places.home, places.env) / "settings.json"
-    own = [places.cwd / ".claude" / "settings.json"] if project else []
-    return [user, *own, places.cwd / ".claude" / "settings.local.json", places.claude_policy]
+    user = user_file(CLAUDE, CLAUDE.user_settings, places.home, places.env)
+    own = [places.cwd / CLAUDE.project_settings] if project else []
+    return [user, *own, places.cwd / CLAUDE.local_settings, places.claude_policy]
 
 
 def _claude_switches(places: Places) -> list[Finding]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...store.command import command_line
+from ...store.harnesses import HARNESSES, user_file
 from ..install import codex_home, read_toml
 from .commands import Resolved, resolve
 from .findings import Finding, info, ok, problem, unknown
@@ -33,18 +34,19 @@ from .settings import Hook, collect, mcp_entry, mcp_fix, nested
 
 # Codex leaves the matcher of these events out of a hook's identity (it ignores it there).
 CODEX_NO_MATCHER = ("UserPromptSubmit", "Stop")
+CODEX = HARNESSES["codex"]
 
 
 def check(places: Places, runs: Runs) -> tuple[bool, list[Finding]]:
     """Codex's findings here, and whether sagemem is set up in it (a settings file that
     cannot be read counts)."""
-    home = codex_home(places.home, places.env)
-    config_path = home / "config.toml"
+    config_path = codex_home(places.home, places.env) / "config.toml"  # its MCP entry, its trust
     config = read_toml(config_path)
     root = git_root(places.cwd) or places.cwd
     chain = [places.cwd, *places.cwd.parents]
     folders = reversed(chain[: chain.index(root) + 1])  # Codex reads .codex/ from the root down
-    files = [("user", home / "hooks.json"), *[("project", f / ".codex" / "hooks.json") for f in folders]]
+    user = user_file(CODEX, CODEX.user_settings, places.home, places.env)
+    files = [("user", user), *[("project", f / CODEX.project_settings) for f in folders]]
     findings, hooks = collect("codex", files)
     label = f"{config_path} [mcp_servers.sagemem]"
     mcp = mcp_entry(

@@ -21,7 +21,7 @@ def check(places: Places, runs: Runs) -> tuple[bool, list[Finding]]:
     from .. import dsh
 
     home = dsh.dsh_home(dict(places.env))
-    hooks_file = home / "sagemem" / "hooks.json"
+    hooks_file = home / dsh.HOOKS_FILE
     findings, hooks = collect("dsh", [("user", hooks_file)])
     layers = [home / "cordis.patch.yml", *sorted(home.glob("profiles/*/cordis.patch.yml"))]
     loading = [

@@ -8,17 +8,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...store.harnesses import HARNESSES, user_file
 from .findings import Finding, info, ok, problem
 from .places import Places
 from .probes import Runs, hook_findings
 from .settings import Hook, collect, mcp_entries, mcp_fix, nested, read_quietly
 
+GEMINI = HARNESSES["gemini"]
+
 
 def check(places: Places, runs: Runs) -> tuple[bool, list[Finding]]:
     """Gemini CLI's findings here, and whether sagemem is set up in it (a settings file that
     cannot be read counts)."""
-    project = places.cwd / ".gemini" / "settings.json"
-    user = places.home / ".gemini" / "settings.json"
+    project, user = places.cwd / GEMINI.project_settings, _user_settings(places)
     findings, hooks = collect("gemini", [("project", project), ("user", user)])
     mcp = mcp_entries("gemini", [(project, mcp_fix("gemini", "project")), (user, mcp_fix("gemini", "user"))])
     if not hooks and not mcp:
@@ -41,7 +43,7 @@ def gemini_trust(places: Places) -> tuple[bool | None, str]:
     """Whether Gemini trusts the project folder: True, False, or None (no rule: Gemini asks
     in an interactive session and stops a headless one); and why."""
     enabled = True
-    for path in (places.home / ".gemini" / "settings.json", places.gemini_system):
+    for path in (_user_settings(places), places.gemini_system):
         value = nested(read_quietly(path), "security", "folderTrust", "enabled")
         enabled = value if isinstance(value, bool) else enabled
     if not enabled:
@@ -85,7 +87,7 @@ def _gemini_switches(places: Places, hooks: list[Hook]) -> list[Finding]:
     """`hooksConfig.enabled: false` turns every hook off; `hooksConfig.disabled` lists the
     ones turned off, by name (else by command). User, project, then system settings."""
     enabled, source, disabled = True, None, {}
-    layers = [places.home / ".gemini" / "settings.json", places.cwd / ".gemini" / "settings.json"]
+    layers = [_user_settings(places), places.cwd / GEMINI.project_settings]
     for path in [*layers, places.gemini_system]:
         config = read_quietly(path).get("hooksConfig")
         if not isinstance(config, dict):
@@ -109,3 +111,7 @@ def _gemini_switches(places: Places, hooks: list[Hook]) -> list[Finding]:
             fix = f"edit {disabled[name]}: take {name!r} out of hooksConfig.disabled"
             findings.append(problem("gemini", "hooks-config", text, fix, disabled[name]))
     return findings
+
+
+def _user_settings(places: Places) -> Path:
+    return user_file(GEMINI, GEMINI.user_settings, places.home, places.env)

@@ -20,6 +20,7 @@ import shlex
 from pathlib import Path
 
 from ...store.command import is_portable
+from ...store.harnesses import HARNESSES
 from .commands import (
     Resolved,
     Verdict,
@@ -36,12 +37,8 @@ from .process import Failed, Session, last_line, run
 from .settings import Hook, McpEntry, nested, reinstall
 
 TEST_PROMPT = "sagemem doctor: a test event; nothing to look up"
-PROMPT_EVENTS = {
-    "claude-code": "UserPromptSubmit",
-    "codex": "UserPromptSubmit",
-    "gemini": "BeforeAgent",
-    "dsh": "UserPromptSubmit",
-}
+# Each harness's prompt event, the one doctor runs (from its record; the older form).
+PROMPT_EVENTS = {name: harness.prompt_event for name, harness in HARNESSES.items()}
 INITIALIZE = {
     "protocolVersion": "2025-06-18",
     "capabilities": {},
@@ -92,7 +89,7 @@ def hook_findings(hooks: list[Hook], places: Places, runs: Runs) -> list[Finding
             findings.append(problem(hook.harness, "hook", text, how, hook.path))
         else:
             resolved.setdefault((hook.harness, hook.path, _runs(found, chosen.argv)), []).append(hook.event)
-        if hook.event == PROMPT_EVENTS[hook.harness]:
+        if hook.event == HARNESSES[hook.harness].prompt_event:
             findings.append(runs.hook(hook, chosen.argv))
     fine = [
         ok(
@@ -185,7 +182,7 @@ def _hook_seconds(hook: Hook) -> float | None:
     timeout = hook.handler.get("timeout", hook.handler.get("timeoutSec"))
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         return None
-    return timeout / 1000 if hook.harness == "gemini" else float(timeout)
+    return timeout / 1000 if HARNESSES[hook.harness].timeout_ms else float(timeout)
 
 
 def _test_hook(hook: Hook, argv: tuple[str, ...], places: Places) -> Finding:

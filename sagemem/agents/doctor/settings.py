@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..hooks import HARNESSES
-from ..install import TARGETS
+from ...store.harnesses import HARNESSES, mcp_place
 from .findings import Finding, problem
 
 MAX_SETTINGS_BYTES = 64 * 1024 * 1024  # ~/.claude.json keeps every project's history
-_HOOK = re.compile(rf"\bhook (?:{'|'.join(map(re.escape, HARNESSES))})\b")
 
 
 @dataclass(frozen=True)
@@ -48,10 +46,11 @@ class Hook:
         """Written by `install`, so that `install` rewrites it."""
         from ..install import own_handler
 
-        if self.harness == "dsh":  # its hooks file is sagemem's alone
+        record = HARNESSES[self.harness]
+        if record.installer:  # its hooks file is sagemem's alone
             return True
         group = {} if self.matcher is None else {"matcher": self.matcher}
-        return self.event in TARGETS[self.harness][2] and own_handler(
+        return any(e.name == self.event for e in record.events) and own_handler(
             group, self.handler, self.harness, self.event
         )
 
@@ -85,15 +84,21 @@ def nested(data: Any, *keys: str) -> Any:
 def hooks_in(harness: str, scope: str, path: Path, data: Mapping[str, Any]) -> list[Hook]:
     """The command handlers in `data["hooks"]` that run `sagemem ... hook <harness> ...`."""
     found = []
+    pattern = _hook_pattern()
     events = data.get("hooks")
     for event, groups in events.items() if isinstance(events, dict) else []:
         for g, group in enumerate(groups if isinstance(groups, list) else []):
             handlers = group.get("hooks") if isinstance(group, dict) else None
             for h, handler in enumerate(handlers if isinstance(handlers, list) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
-                if isinstance(command, str) and "sagemem" in command and _HOOK.search(command):
+                if isinstance(command, str) and "sagemem" in command and pattern.search(command):
                     found.append(Hook(harness, scope, path, event, g, h, group.get("matcher"), handler))
     return found
+
+
+def _hook_pattern() -> re.Pattern[str]:
+    """`hook <harness>` for any harness with a record."""
+    return re.compile(rf"\bhook (?:{'|'.join(map(re.escape, HARNESSES))})\b")
 
 
 def collect(harness: str, files: Iterable[tuple[str, Path]]) -> tuple[list[Finding], list[Hook]]:
@@ -112,12 +117,12 @@ def collect(harness: str, files: Iterable[tuple[str, Path]]) -> tuple[list[Findi
 
 
 def reinstall(harness: str, scope: str) -> str:
-    """The `sagemem install` line that writes the harness's entries in `scope` again."""
+    """The `sagemem install` line that writes the harness's entries in `scope` again (the user
+    scope named where it is not the harness's default)."""
     from ...store.command import command_line
 
-    if harness == "dsh":
-        return command_line("install", "dsh")
-    return command_line("install", harness, *(["--scope", "user"] if scope == "user" else []))
+    named = scope == "user" and HARNESSES[harness].scopes[0] != "user"
+    return command_line("install", harness, *(["--scope", "user"] if named else []))
 
 
 @dataclass(frozen=True)
@@ -156,13 +161,14 @@ def mcp_entries(harness: str, files: list[tuple[Path, str]]) -> list[McpEntry]:
 
 
 def mcp_fix(harness: str, scope: str) -> str:
-    """What writes the harness's sagemem MCP entry in `scope` again: Codex's and Claude
-    Code's user entry by the harness's own `mcp add`, the others by `sagemem install`."""
+    """What writes the harness's sagemem MCP entry in `scope` again: the harness's own `mcp
+    add` where that writes it (Codex's entry, Claude Code's user entry), else `sagemem
+    install`."""
     from ...store.command import command_line
 
-    if harness == "codex":
-        return f"codex mcp add sagemem -- {command_line('mcp')}"
-    if harness == "claude-code" and scope == "user":
-        adding = f"claude mcp add --scope user sagemem -- {command_line('mcp')}"
-        return f"claude mcp remove --scope user sagemem && {adding}"
-    return reinstall(harness, scope)
+    record = HARNESSES[harness]
+    place = mcp_place(record, scope)
+    if place is None or place[1]:  # none, or `install` writes it
+        return reinstall(harness, scope)
+    adding = record.mcp_add.format(command=command_line("mcp"))
+    return adding if record.mcp_replaces else f"{record.mcp_remove} && {adding}"
