@@ -334,30 +334,26 @@ def _file_tool(
     from ..search.session import open_ledger
     from ..store import guard
     from ..store import ledger as access
-    from ..store.config import state_places
+    from ..store.config import in_first_place
     from ..store.errors import SagememError
     from ..store.memory import version_of
 
     path = memory_dir / file
     current = guard.on_disk(path)
     written = arguments.get("content") if tool == "Write" else None
-    seen, failure = None, None
+
+    def read_seen(place: Path) -> str | None:
+        with open_ledger(place, session) as ledger:
+            # After a Write, the session has seen what it wrote only if that is what is on
+            # disk now (another writer may have saved in between).
+            if fired == "PostToolUse" and current is not None:
+                if written is None or current == str(written).encode("utf-8"):
+                    ledger.reads[key] = version_of(current)
+            return ledger.reads.get(key)
+
     # Where the state dir cannot be written (read-only, a sandbox), the session's record of
     # what it read goes to the same fallback as the injection ledger: the guard keeps guarding.
-    for place in state_places(scopes[0].state_dir):
-        try:
-            with open_ledger(place, session) as ledger:
-                # After a Write, the session has seen what it wrote only if that is what is
-                # on disk now (another writer may have saved in between).
-                if fired == "PostToolUse" and current is not None:
-                    if written is None or current == str(written).encode("utf-8"):
-                        ledger.reads[key] = version_of(current)
-                seen = ledger.reads.get(key)
-            break
-        except (OSError, SagememError) as exc:
-            failure = failure or exc
-    else:
-        raise failure or SagememError("no place to keep the session's reads")
+    seen, _ = in_first_place(scopes[0].state_dir, read_seen)
     if fired == "PostToolUse":
         if tool in READ_TOOLS:
             try:

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from ..memory_set import MemorySet
 from ..memory_store import MemoryStore
 from ..search.inject import read_snippet
-from ..store.config import STATE_DIR_NAME, Scope
+from ..store.config import Scope
 from ..store.errors import SagememError, SagememWarning, VersionConflict
 from ..store.names import TYPES
 from ..store.secrets import shown
@@ -56,10 +56,7 @@ def build(memories: MemorySet | MemoryStore, *, version: str = "") -> Server:
     """The server, with its tools bound to `memories` (a set, or one store); `version` is
     the one it gives in its answer to `initialize`."""
     if isinstance(memories, MemoryStore):
-        store = memories
-        lock_dir = store.lock_dir or store.memory_dir / STATE_DIR_NAME / "locks"
-        native = store.lock_dir is not None  # a harness's own folder keeps its locks in the state
-        memories = MemorySet([Scope(store.scope, store.memory_dir, store.state_dir, "", lock_dir, native)])
+        memories = MemorySet([memories.as_scope()])
     server = Server("sagemem", version=version, instructions=INSTRUCTIONS)
 
     def hit_dict(hit: Any) -> dict[str, Any]:
