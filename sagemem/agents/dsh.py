@@ -42,7 +42,7 @@ from typing import Any
 from ..store.command import MODULE
 from ..store.errors import SagememError
 from ..store.files import read_config, write_atomic
-from ..store.harnesses import HARNESSES
+from ..store.harnesses import HARNESSES, home_folder
 from .install import backup_beside
 
 BRIDGE = "@deepseek-ai/dsh-hooks-claude-code"
@@ -60,8 +60,8 @@ _EMPTY_LIST = re.compile(r"^\[[ \t]*\][ \t]*(#[^\r\n]*)?\r?$", re.M)  # the temp
 
 
 def dsh_home(env: dict[str, str] | None = None) -> Path:
-    env = dict(os.environ) if env is None else env
-    return Path(env["DSH_HOME"]).expanduser() if env.get("DSH_HOME", "").strip() else Path.home() / ".dsh"
+    """dsh's folder, as its record says (`DSH_HOME`, else `~/.dsh`)."""
+    return home_folder(DSH, Path.home(), env)
 
 
 def patch_path(home: Path, profile: str | None) -> Path:

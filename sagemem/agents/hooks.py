@@ -217,9 +217,10 @@ def _rules_for(record: Harness, cwd: Path, env: Mapping[str, str] | None) -> Any
     one with a memory folder of its own does, in its own prompt, while that memory is on
     (Claude Code: sagemem reads that folder as a scope). None: no rules from sagemem."""
     from ..search.inject import Rules
+    from ..store.config import home_dir
 
     environment = os.environ if env is None else env
-    home = Path(environment["HOME"]) if environment.get("HOME") else Path.home()
+    home = home_dir(environment)
     try:
         if record.own_memory:
             from ..store.native import own_memory_on
@@ -466,7 +467,7 @@ def _memory_folder(folder: Path, found: list[Scope], env: Mapping[str, str] | No
     """`folder` if it is a memory folder: one of the scopes' (made yet or not), any project's
     (`<project>/.sagemem/memory`, wherever the session runs), or Claude Code's auto memory for
     any project (`<Claude's folder>/projects/<slug>/memory`)."""
-    from ..store.config import PROJECT_DIR
+    from ..store.config import PROJECT_DIR, home_dir
     from ..store.native import claude_home
 
     environment = os.environ if env is None else env
@@ -478,8 +479,7 @@ def _memory_folder(folder: Path, found: list[Scope], env: Mapping[str, str] | No
             return folder
         if here.name != "memory" or here.parent.parent.name != "projects":
             return None
-        home = Path(environment["HOME"]) if environment.get("HOME") else Path.home()
-        projects = (claude_home(home, environment) / "projects").resolve()
+        projects = (claude_home(home_dir(environment), environment) / "projects").resolve()
         return folder if here.parent.parent == projects else None
     except (OSError, RuntimeError, ValueError):
         return None

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
-from ..store.config import Settings
+from ..store.config import Settings, dream_environment
 from ..store.errors import SagememError
 from ..store.records import Record
 
@@ -64,18 +63,17 @@ def endpoint(
     env: Mapping[str, str] | None = None,
 ) -> Endpoint:
     """The endpoint to use, or `ModelError` saying what is missing."""
-    env = os.environ if env is None else env
+    given = dream_environment(env)
     url, source = _first(
         (base_url, "flag"),
-        (env.get("SAGEMEM_DREAM_BASE_URL"), "environment"),
-        (env.get("OPENAI_BASE_URL"), "environment"),
+        (given.base_url, "environment"),
         (settings.dream_base_url, "settings"),
     )
     # A model named by settings only goes with a base URL named there too: a clone's settings
     # must not pick what a person's own endpoint is asked for (and billed).
     name, _ = _first(
         (model, "flag"),
-        (env.get("SAGEMEM_DREAM_MODEL"), "environment"),
+        (given.model, "environment"),
         (settings.dream_model if source == "settings" else None, "settings"),
     )
     if not url:
@@ -90,8 +88,7 @@ def endpoint(
         raise ModelError("no model: pass --model (or set SAGEMEM_DREAM_MODEL)")
     host = parsed.hostname.lower()
     deepseek = host == "api.deepseek.com" or host.endswith(".deepseek.com")
-    usual = "DEEPSEEK_API_KEY" if deepseek else "OPENAI_API_KEY"
-    key = env.get("SAGEMEM_DREAM_API_KEY") or env.get(usual) or ""
+    key = given.key or (given.deepseek_key if deepseek else given.openai_key)
     if source == "settings":
         known = host in KNOWN_HOSTS and parsed.scheme == "https"
         if not (known or _loopback(host)):

@@ -1,5 +1,8 @@
-"""Where the memory directories and their state directories are: the one place that reads
-the environment.
+"""Where the memory directories and their state directories are, and what every variable of
+sagemem's own environment means (the home folder, the directories, the settings, the
+dream's model). Two read their variables where they are used, and say so: a harness's
+record (`harnesses.py`: the variable that moves its folder), and the relay that hands a
+hook to the resident process (`SAGEMEM_DAEMON`: it imports nothing else).
 
 A memory set is an ordered list of scopes, each a whole memory directory with its own index,
 state, guard and locks (`locate_scopes`): the project's memory (the nearest `.sagemem/memory`
@@ -84,10 +87,43 @@ class Location(Record):
         }
 
 
-def user_memory_dir(env: Mapping[str, str] | None = None) -> Path:
+def home_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's home folder: `HOME` when set (a test, a sandbox, a harness that moves it),
+    else the system's."""
     env = os.environ if env is None else env
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    return home / PROJECT_DIR
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+class DreamEnvironment(Record):
+    """What the environment says of the dream's model: an endpoint (`SAGEMEM_DREAM_BASE_URL`,
+    else `OPENAI_BASE_URL`), a model (`SAGEMEM_DREAM_MODEL`), and the keys that may go with
+    an endpoint (`SAGEMEM_DREAM_API_KEY`, else the provider's own: DeepSeek's for its hosts,
+    OpenAI's for any other). "" for what is not set."""
+
+    base_url: str
+    model: str
+    key: str
+    deepseek_key: str
+    openai_key: str
+
+
+def dream_environment(env: Mapping[str, str] | None = None) -> DreamEnvironment:
+    env = os.environ if env is None else env
+
+    def text(*names: str) -> str:
+        return next((v.strip() for n in names if (v := env.get(n)) and v.strip()), "")
+
+    return DreamEnvironment(
+        text("SAGEMEM_DREAM_BASE_URL", "OPENAI_BASE_URL"),
+        text("SAGEMEM_DREAM_MODEL"),
+        env.get("SAGEMEM_DREAM_API_KEY") or "",
+        env.get("DEEPSEEK_API_KEY") or "",
+        env.get("OPENAI_API_KEY") or "",
+    )
+
+
+def user_memory_dir(env: Mapping[str, str] | None = None) -> Path:
+    return home_dir(env) / PROJECT_DIR
 
 
 def temp_dir(env: Mapping[str, str] | None = None) -> Path | None:
@@ -237,9 +273,7 @@ def adopted_state_dir(folder: Path, env: Mapping[str, str] | None = None) -> Pat
     not a folder), that is what is returned: as a state dir it is refused like any other link
     (nothing is read or written through it, and `check` names it), so no state of this
     folder's ever lands wherever the link points."""
-    env = os.environ if env is None else env
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    adopted = home / ADOPTED_DIR
+    adopted = home_dir(env) / ADOPTED_DIR
     try:
         if not stat.S_ISDIR(os.lstat(adopted).st_mode):
             return adopted
@@ -282,7 +316,7 @@ def _claude_dir(cwd: Path, env: Mapping[str, str]) -> Path | None:
     sagemem` imported it, say), Claude no longer uses that folder, and neither does sagemem."""
     from .native import claude_auto_memory, claude_memory_dir
 
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    home = home_dir(env)
     folder = claude_memory_dir(cwd, home, env)
     try:
         info = os.lstat(folder)
