@@ -173,9 +173,12 @@ def apply(
         record.project_settings if scope == "project" else record.user_settings
     )
 
+    hooked = False  # whether this install adds or changes a hook (a hook a harness must trust)
+
     def hooks(data: dict[str, Any]) -> list[str]:
-        nonlocal step
+        nonlocal step, hooked
         changes = _add(data, harness, portable=portable) if add else _remove(data, harness)
+        hooked = add and bool(changes)
         if beside:  # its MCP servers are in the same settings file (Gemini)
             changes += _mcp(data, add, portable=portable)
             changes += _trusts_its_tools(data) if add and record.mcp_trust else []
@@ -225,7 +228,7 @@ def apply(
         )
     todo = _mcp_todo(harness, scope, add, home=home, env=env)
     if add:
-        todo += _trust_todo(record, scope, outcomes[0]["changes"], cwd, home, environ)
+        todo += _trust_todo(record, scope, hooked, cwd, home, environ)
     return {
         "path": str(path),
         "files": outcomes,
@@ -257,13 +260,12 @@ def _installable(record: Harness, scope: str) -> None:
 
 
 def _trust_todo(
-    record: Harness, scope: str, changes: list[str], cwd: Path, home: Path, env: Mapping[str, str]
+    record: Harness, scope: str, hooked: bool, cwd: Path, home: Path, env: Mapping[str, str]
 ) -> list[str]:
     """What the harness's trust asks of the person after an install: Codex trusts each new or
-    changed hook by hand, Gemini reads a project's settings only in a folder it trusts."""
-    if record.trust == "hooks" and any(
-        line.startswith(("added ", "updated ")) and " hook" in line for line in changes
-    ):
+    changed hook by hand (`hooked`: this install added or changed one), Gemini reads a
+    project's settings only in a folder it trusts."""
+    if record.trust == "hooks" and hooked:
         note = CODEX_TRUST_NOTE
         if scope == "project":
             note += f"; {record.title} loads {record.project_settings} only in a project you have trusted"
