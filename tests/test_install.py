@@ -15,10 +15,11 @@ import pytest
 
 from sagemem import MemoryStore
 from sagemem.agents import install
-from sagemem.agents.install import TARGETS, apply
+from sagemem.agents.install import apply
 from sagemem.store import command
 from sagemem.store.config import locate_scopes
 from sagemem.store.errors import SagememError, UnsafePath
+from sagemem.store.harnesses import HARNESSES
 from sagemem.store.native import claude_auto_memory, claude_memory_dir
 
 from .memories import make_project
@@ -80,7 +81,7 @@ def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: 
     target.write_text(json.dumps(mine, indent=4))
     # The hooks, the MCP entry (Gemini's marked trusted), and this machine's launcher the
     # project's portable lines run.
-    events = len(TARGETS[harness][2]) + (harness != "codex") + (harness == "gemini") + 1
+    events = len(HARNESSES[harness].events) + (harness != "codex") + (harness == "gemini") + 1
     first = apply(harness, "project", add=True, cwd=tmp_path)
     assert len(first["changes"]) == events and first["backup"]
     assert (home() / command.LAUNCHER).resolve() == Path(command.sagemem_command()[0]).resolve()
@@ -89,7 +90,7 @@ def test_install_merges_idempotently_and_uninstall_removes_exactly_it(tmp_path: 
     installed = json.loads(target.read_text())
     assert installed["model"] == "x" and installed["permissions"] == mine["permissions"]
     assert "my-own-hook" in commands(installed)
-    assert sum(f"hook {harness} " in c for c in commands(installed)) == len(TARGETS[harness][2])
+    assert sum(f"hook {harness} " in c for c in commands(installed)) == len(HARNESSES[harness].events)
     if harness == "gemini":
         assert all(h["timeout"] == 10_000 for g in installed["hooks"]["BeforeAgent"] for h in g["hooks"])
     assert apply(harness, "project", add=True, cwd=tmp_path)["changes"] == []  # idempotent

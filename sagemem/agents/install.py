@@ -44,13 +44,6 @@ from ..store.harnesses import HARNESSES, Harness, home_folder, mcp_place, user_f
 from ..store.locking import exclusive
 from ..store.records import Record
 
-# harness -> (project file, user file, {event: (matcher or None, timeout)}): the older form
-# of what each record (`store/harnesses.py`) says, for the harnesses `apply` installs.
-TARGETS: dict[str, tuple[str, str, dict[str, tuple[str | None, int]]]] = {
-    name: (h.project_settings, h.user_settings, {e.name: (e.matcher, e.timeout) for e in h.events})
-    for name, h in HARNESSES.items()
-    if not h.installer
-}
 BACKUPS = "backups"
 RECORD = "install-record.json"  # in the backup folder: the files install created
 RECORD_LOCK = "install-record.lock"
@@ -746,10 +739,14 @@ def _mcp_todo(harness: str, scope: str, add: bool, *, home: Path, env: Mapping[s
     wanted = mcp_entry()
     if entry is not None and {k: entry.get(k) for k in wanted} == wanted:
         return []
+    return [mcp_add_line(record, replacing=entry is not None)]
+
+
+def mcp_add_line(record: Harness, *, replacing: bool) -> str:
+    """The harness's own command that writes sagemem's MCP entry; `replacing` an older one,
+    that one is taken out first where the harness refuses a name it has (`mcp_replaces`)."""
     adding = record.mcp_add.format(command=command_line("mcp"))
-    if record.mcp_replaces or entry is None:
-        return [adding]
-    return [f"{record.mcp_remove} && {adding}"]  # it refuses a name it has: the older goes first
+    return f"{record.mcp_remove} && {adding}" if replacing and not record.mcp_replaces else adding
 
 
 def _add(data: dict[str, Any], harness: str, *, portable: bool = False) -> list[str]:

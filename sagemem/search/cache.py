@@ -582,9 +582,10 @@ def _put_meta(conn: sqlite3.Connection, values: dict[str, Any]) -> None:
 
 def _batches(count: int, grow: bool) -> list[tuple[int, int]]:
     """Where each transaction's files start and end (one, empty, when there are none). Each
-    transaction rewrites the rows of every term its files hold, so a build without a deadline
-    doubles its batches up to `MAX_BATCH`: a first build of 10,000 files writes each row 5
-    times, not 20; with a deadline they stay small, so it is checked often."""
+    transaction adds a part to every term its files hold (`_Changes.write`), so a build
+    without a deadline doubles its batches up to `MAX_BATCH`: a first build of 10,000 files
+    leaves 5 parts to a common term, not 20, and the first batch, small, starts the writing
+    soon; with a deadline they stay small, so it is checked often."""
     bounds: list[tuple[int, int]] = []
     start, size = 0, BATCH
     while start < count or not bounds:

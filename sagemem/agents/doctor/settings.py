@@ -164,11 +164,10 @@ def mcp_fix(harness: str, scope: str) -> str:
     """What writes the harness's sagemem MCP entry in `scope` again: the harness's own `mcp
     add` where that writes it (Codex's entry, Claude Code's user entry), else `sagemem
     install`."""
-    from ...store.command import command_line
+    from ..install import mcp_add_line
 
     record = HARNESSES[harness]
     place = mcp_place(record, scope)
     if place is None or place[1]:  # none, or `install` writes it
         return reinstall(harness, scope)
-    adding = record.mcp_add.format(command=command_line("mcp"))
-    return adding if record.mcp_replaces else f"{record.mcp_remove} && {adding}"
+    return mcp_add_line(record, replacing=True)
