@@ -73,7 +73,7 @@ def test_index_scores_are_the_reference_bm25(
         # What each live document holds, from the files themselves: doc ids as the index has
         # them, walked on a second corpus read whole (`corpus` reads what the query needs).
         whole.read_arrays()
-        rows = corpus._conn.execute("SELECT name, doc FROM files WHERE entry IS NOT NULL")
+        rows = corpus.connection.execute("SELECT name, doc FROM files WHERE entry IS NOT NULL")
         names = dict(rows.fetchall())
         assert set(names) == set(then)
         described, paragraphs = {}, {}

@@ -54,7 +54,7 @@ def opened(store: MemoryStore, **kwargs: Any) -> tuple[Corpus, list[str]]:
 
 def contents(corpus: Corpus) -> dict[str, Any]:
     """Everything retrieval can see, keyed by names and lines rather than ids."""
-    conn = corpus._conn
+    conn = corpus.connection
     corpus.read_arrays()
     names = dict(conn.execute("SELECT doc, name FROM files WHERE entry IS NOT NULL"))
     terms: dict[str, Any] = {}
@@ -467,7 +467,7 @@ def test_a_query_reads_the_slices_its_terms_name_and_a_change_writes_the_slices_
 
     statements: list[str] = []
     corpus = load(store.memory_dir, store.state_dir)
-    corpus._conn.set_trace_callback(statements.append)
+    corpus.connection.set_trace_callback(statements.append)
     assert [h.file for h in search(corpus, "word17").hits] == ["project_n17.md"]
     reads = [s for s in statements if "FROM arrays" in s]
     # one slice of description lengths; one of each paragraph array

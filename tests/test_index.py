@@ -147,7 +147,9 @@ def test_entry_lines_round_trip(file: str, title: str, description: str) -> None
     assert entry is not None
     assert entry.target == file
     assert entry.title == " ".join(title.split())
-    assert entry.description == index_module._cut(" ".join(description.split()))
+    said = " ".join(description.split())
+    cap = index_module.MAX_DESCRIPTION_CHARS
+    assert entry.description == (said if len(said) <= cap else said[: cap - 1] + "…")
 
 
 def test_entries_line_numbers() -> None:

@@ -217,12 +217,12 @@ def test_a_file_the_hook_indexed_is_scanned_fully_by_the_next_command(store: Mem
     query = "SELECT scanned FROM files WHERE name = 'project_deploy.md'"
     with corpus_module.load(store.memory_dir, store.state_dir, deadline=time.monotonic() + 60) as corpus:
         [entry] = [e for e in corpus.entries() if e.file == "project_deploy.md"]
-        assert corpus._conn.execute(query).fetchone() == (0,) and entry.secrets
+        assert corpus.connection.execute(query).fetchone() == (0,) and entry.secrets
         assert corpus.unscanned is not None and corpus.unscanned.name == cache.db_name(store.memory_dir)
     with corpus_module.load(store.memory_dir, store.state_dir) as corpus:
         [entry] = [e for e in corpus.entries() if e.file == "project_deploy.md"]
         assert {DEPLOY[a:b] for a, b in entry.secrets} >= set(SECRETS)
-        conn = corpus._conn
+        conn = corpus.connection
         assert conn.execute("SELECT COUNT(*) FROM files WHERE NOT scanned").fetchone() == (0,)
         assert corpus.unscanned is None
     assert cache.FORMAT >= 10

@@ -210,12 +210,11 @@ def test_keyboard_chinese_labels_and_a_narrow_window(store: MemoryStore, shots: 
         wait(driver, ready.presence_of_element_located((By.ID, "raw")))
 
 
-def star_position(file: str, width: float, height: float) -> tuple[float, float]:
-    """Where the page draws `file`'s star (the same hash as app.js: FNV-1a over code points)."""
-    seed = 2166136261
-    for char in file:
-        seed = ((seed ^ ord(char)) * 16777619) & 0xFFFFFFFF
-    return 20 + (seed % 10007) / 10007 * (width - 40), 20 + ((seed >> 13) % 10009) / 10009 * (height - 40)
+def star_position(browser: Any, file: str) -> tuple[float, float]:
+    """Where the page drew `file`'s star, as the page itself keeps it."""
+    script = "const s = starsPage.stars.find((s) => s.m.file === arguments[0]); return [s.x, s.y];"
+    x, y = browser.execute_script(script, file)
+    return x, y
 
 
 def test_a_star_names_its_memory_on_hover_and_opens_it_on_click(browser: Any) -> None:
@@ -224,7 +223,7 @@ def test_a_star_names_its_memory_on_hover_and_opens_it_on_click(browser: Any) ->
     browser.find_element(By.CSS_SELECTOR, '#tabs button[data-tab="stars"]').click()
     canvas = wait(browser, ready.presence_of_element_located((By.ID, "stars")))
     width, height = canvas.size["width"], canvas.size["height"]
-    x, y = star_position("reference_music.md", width, height)
+    x, y = star_position(browser, "reference_music.md")
     actions = ActionChains(browser).move_to_element_with_offset(
         canvas, int(x - width / 2), int(y - height / 2)
     )

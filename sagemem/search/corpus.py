@@ -136,6 +136,12 @@ class Corpus:
         self.starts = arrays["paragraph_starts"]
         self.ends = arrays["paragraph_ends"]
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The index's SQLite connection (its tables: docs/performance.md), for looking at
+        what the index holds; never for writing. Retrieval reads it through the methods."""
+        return self._conn
+
     def close(self) -> None:
         self._conn.close()
 

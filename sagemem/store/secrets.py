@@ -87,21 +87,24 @@ class Secret(Record):
     end: int
 
 
-def scan(text: str) -> list[Secret]:
-    """Every likely secret in `text`, in order; overlapping findings are one secret."""
-    return _scan(text, _detectors(True))
+def scan(text: str, *, gated: bool = True) -> list[Secret]:
+    """Every likely secret in `text`, in order; overlapping findings are one secret.
+
+    A detector reads only the lines that hold a literal of its gate. `gated` False has every
+    detector read every line: slower, and the reference the gates must find the same as."""
+    return _scan(text, detectors(True) if gated else _ungated())
 
 
 def scan_patterns(text: str) -> list[Secret]:
     """What `scan` finds with sagemem's own shapes alone: no detect-secrets, for the prompt
     hook (a subset of `scan`, found the same way)."""
-    return _scan(text, _detectors(False))
+    return _scan(text, detectors(False))
 
 
 def prepare() -> None:
     """Compile every pattern the pattern pass may use, now: for a process that starts hooks
     already loaded (the resident process), so that none of them compiles one."""
-    _detectors(False)
+    detectors(False)
     for lazy in list(_Lazy.made):
         lazy.compiled  # noqa: B018 - compiled on first use
 
@@ -184,7 +187,7 @@ class _Lazy:
 _Found = tuple[int, int, int, str]  # start, end, precedence, kind
 
 
-def _scan(text: str, detectors: tuple[_Detector, ...]) -> list[Secret]:
+def _scan(text: str, detectors: tuple[Detector, ...]) -> list[Secret]:
     in_runs, others, needles = _split(detectors)
     folded = _fold(text)
     long_run = bool(in_runs) and _LONG_RUN.search(text) is not None
@@ -198,7 +201,7 @@ def _scan(text: str, detectors: tuple[_Detector, ...]) -> list[Secret]:
     # match of its patterns holds, found with str.find. Our token shapes, most of them, look
     # only at the lines that hold a long run of token characters (every match holds one), and
     # there for their needles: few lines have one.
-    todo: dict[int, list[_Detector]] = {}
+    todo: dict[int, list[Detector]] = {}
     held: dict[tuple[str, bool], set[int]] = {}  # the lines of each needle, as detectors share them
     for detector in others:
         if detector.gate is None:
@@ -244,7 +247,7 @@ def _scan(text: str, detectors: tuple[_Detector, ...]) -> list[Secret]:
     ]
 
 
-def _hanging(lines: list[str], starts: list[int], number: int, detector: _Detector) -> list[_Found]:
+def _hanging(lines: list[str], starts: list[int], number: int, detector: Detector) -> list[_Found]:
     """The value of a label that ends line `number`: the next line that is not blank, when it
     is indented deeper (a YAML value or block scalar) and holds one value."""
     label = lines[number].rstrip()
@@ -342,7 +345,9 @@ _Finder = Callable[[str], Iterator[tuple[int, int]]]
 _Needles = tuple[tuple[str, bool], ...]
 
 
-class _Detector(Record):
+class Detector(Record):
+    """One kind of secret and how lines are searched for it."""
+
     kind: str
     rank: int  # secret_shapes.TOKEN, URL, LABEL, KEY or PROSE: how a value is judged
     find: _Finder  # spans of candidate values in one line
@@ -354,11 +359,11 @@ class _Detector(Record):
     hanging: Any = None  # a line ending with its label (`_Lazy`): the value is on the next line
 
 
-_Split = tuple[tuple[_Detector, ...], tuple[_Detector, ...], _Needles]
-_SPLIT: dict[int, tuple[tuple[_Detector, ...], _Split]] = {}
+_Split = tuple[tuple[Detector, ...], tuple[Detector, ...], _Needles]
+_SPLIT: dict[int, tuple[tuple[Detector, ...], _Split]] = {}
 
 
-def _split(detectors: tuple[_Detector, ...]) -> _Split:
+def _split(detectors: tuple[Detector, ...]) -> _Split:
     """The detectors that read only lines with a long run of token characters, the others,
     and the others' needles; worked out once per set of detectors (the set is kept, so its
     id stays its own)."""
@@ -372,7 +377,7 @@ def _split(detectors: tuple[_Detector, ...]) -> _Split:
     return known[1]
 
 
-def _scan_line(line: str, previous: str, detectors: list[_Detector]) -> list[_Found]:
+def _scan_line(line: str, previous: str, detectors: list[Detector]) -> list[_Found]:
     found = []
     runs: list[tuple[int, int]] = []  # the line's runs of token characters, once a token needs them
     for detector in detectors:
@@ -781,22 +786,28 @@ _TABLE_LABEL = _Lazy(TABLE_LABEL)
 
 
 @cache
-def _detectors(full: bool) -> tuple[_Detector, ...]:
+def detectors(full: bool = True) -> tuple[Detector, ...]:
     """Ours (sagemem's own shapes), after detect-secrets' plugins when `full`; built once per
-    process."""
+    process (`detectors.cache_clear()` builds them anew)."""
     theirs = list(_theirs()) if full else []
-    detectors = [d._replace(precedence=d.rank * 1000 + i) for i, d in enumerate(theirs)]
+    made = [d._replace(precedence=d.rank * 1000 + i) for i, d in enumerate(theirs)]
     for i, shape in enumerate(SHAPES, len(theirs)):
         needles = tuple((needle, shape.fold) for needle in shape.needles)
         in_runs = shape.rank == TOKEN and shape.kind != _PRIVATE_KEY
         finder = _shape_finder(shape.pattern)
         order = shape.rank * 1000 + i
         hanging = _Lazy(shape.hanging) if shape.hanging else None
-        found = _Detector(
+        found = Detector(
             shape.kind, shape.rank, finder, needles, order, shape.check, in_runs, shape.needs, hanging
         )
-        detectors.append(found)
-    return tuple(detectors)
+        made.append(found)
+    return tuple(made)
+
+
+@cache
+def _ungated() -> tuple[Detector, ...]:
+    """Every detector with no gate: each reads every line (`scan(gated=False)`)."""
+    return tuple(d._replace(gate=None, needs=()) for d in detectors(True))
 
 
 def _shape_finder(pattern: str) -> _Finder:
@@ -815,7 +826,7 @@ def _shape_finder(pattern: str) -> _Finder:
     return find
 
 
-def _theirs() -> Iterator[_Detector]:
+def _theirs() -> Iterator[Detector]:
     """detect-secrets' plugins as detectors, in the order of their names. Importing it turns
     Python's warnings into log records (`logging.captureWarnings(True)`), which would silence
     sagemem's own warnings for the rest of the run: that is undone at once."""
@@ -845,14 +856,14 @@ def _theirs() -> Iterator[_Detector]:
             finder = _keyword_finder(regexes, keyword.DENYLIST, keyword.DENYLIST_REGEX)
             # Each of its YAML regexes needs `:`, `=` or `;` after the keyword: a line of prose
             # that names a password without one is not read (the tests compare with every line).
-            yield _Detector(kind, LABEL, finder, _gate(regexes), needs=(":", "=", ";"))
+            yield Detector(kind, LABEL, finder, _gate(regexes), needs=(":", "=", ";"))
         elif isinstance(plugin, RegexBasedDetector):
             rank = URL if kind == "password in a URL" else TOKEN
             checks = type(plugin).analyze_string is not RegexBasedDetector.analyze_string
             finder = _regex_finder(plugin.denylist, plugin if checks else None)
-            yield _Detector(kind, rank, finder, _gate(plugin.denylist))
+            yield Detector(kind, rank, finder, _gate(plugin.denylist))
         else:  # a plugin of another shape (none in 1.5): its values, where they first occur
-            yield _Detector(kind, TOKEN, _value_finder(plugin), None)
+            yield Detector(kind, TOKEN, _value_finder(plugin), None)
 
 
 _LEFT_OUT = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"})

@@ -425,6 +425,7 @@ function starsPage(main) {
   const redraw = () => { if (state.tab === "stars" && document.body.contains(canvas)) draw(); else window.removeEventListener("resize", redraw); };
   window.addEventListener("resize", redraw);
   starsPage.draw = draw;
+  starsPage.stars = stars; // where each star is drawn: for the page's tests
 }
 
 function timeline() {
