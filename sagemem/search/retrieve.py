@@ -85,7 +85,7 @@ class Hit(Record):
     short: bool = False  # a paragraph of a sentence or two: shown with the one after it
     own_end: int = 0  # where the matched paragraph ends, when `end` takes in the one after it
     bm25: float = 0.0  # the paragraph's own BM25 score (0 for a memory's opening lines)
-    held: int = 0  # which query terms the paragraph and its memory's description hold (`Query.bits`)
+    held: int = 0  # which query terms the paragraph and its memory's description hold (a mask, `Query`)
 
     @property
     def description(self) -> str:
@@ -163,6 +163,23 @@ class _Vocabulary:
         return any(term in shelf.corpus.vocabulary for shelf in self._shelves)
 
 
+Key = tuple[int, int]  # a memory: its shelf, and its document in that shelf's corpus
+
+
+class _Match(Record):
+    """A paragraph that stage 2 let through, and what it holds: its BM25 score, lines, the
+    share of the query's weight it covers, which query terms it holds (a mask, `Query`),
+    alone and with its memory's description, and whether it is short."""
+
+    bm25: float
+    start: int
+    end: int
+    cover: float
+    held: int
+    with_description: int
+    short: bool
+
+
 def search(
     corpus: Corpus | Sequence[Shelf],
     query: str,
@@ -184,161 +201,220 @@ def search(
     scanned = sum(shelf.corpus.count for shelf in shelves)
     if not terms:
         return Result((), (), terms, scanned, settings.limit)
-    descriptions = _together([shelf.corpus.descriptions for shelf in shelves])
-    paragraphs = _together([shelf.corpus.paragraphs for shelf in shelves])
-    translated = _counterparts(terms, vocabulary, lexicon)
-    general = lexicon.weights(terms) if lexicon is not None else {}
-    general |= {other: general.get(term, 1.0) for other, term in translated.items()}
-    described = _weights([shelf.corpus.descriptions for shelf in shelves], terms, general, translated)
-    weights = _weights([shelf.corpus.paragraphs for shelf in shelves], terms, general, translated)
-    # A counterpart stands for its term: the message's weight is that of its own terms.
-    described_mass = sum(w for t, w in described.items() if t not in translated)
-    mass = sum(w for t, w in weights.items() if t not in translated)
-    # Which query terms a document holds comes back as a bit mask, bit i for the i-th term.
-    bits = {term: 1 << i for i, term in enumerate(weights)}
-    informative = sum(bits[term] for term in weights if general.get(term, 1.0) >= INFORMATIVE)
-    stands = set(translated.values())
-    foreign_words = sum(
-        1 for term in terms if bits[term] & informative and term not in vocabulary and term not in stands
-    )
-    unheld = foreign_words if foreign else 0
-    units = sum(shelf.corpus.paragraphs.documents for shelf in shelves)
-    rarest = math.log(1 + (units - 0.5) / 1.5) if units > 1 else 1.0
-    asked = Query(
-        terms,
-        weights,
-        {t: general.get(t, 1.0) for t in weights},
-        informative,
-        foreign_words,
-        rarest,
-        translated,
-    )
-
-    def entry(key: tuple[int, int]) -> Entry:
-        return shelves[key[0]].corpus.entry(key[1])
-
-    def named(key: tuple[int, int], found: Entry) -> str:
-        scope = shelves[key[0]].scope
-        return f"{scope}:{found.file}" if scope else found.file
-
-    # Stage 1: memories whose description fields cover enough of the query.
-    admitted = []
-    holds: dict[tuple[int, int], int] = {}  # which query terms each memory's description holds
-    for i, index in enumerate(descriptions):
-        for doc, (score, held, _, which) in index.scores(described).items():
-            holds[(i, doc)] = which
-            share = held / described_mass if described_mass else 0.0
-            if share >= settings.gate and (unheld < 2 or (which & informative).bit_count() >= 2):
-                admitted.append((score, share, (i, doc), which))
-    admitted.sort(key=lambda a: -a[0])
-    if len(admitted) > settings.candidates:  # names break ties, so keep every tie at the edge
-        edge = admitted[settings.candidates - 1][0]
-        admitted = [a for a in admitted if a[0] >= edge]
-
-    def file(key: tuple[int, int]) -> str:  # from its row: a tie need not decode every entry
-        return shelves[key[0]].corpus.file(key[1])
-
-    admitted.sort(key=lambda a: (-a[0], *_name_key(file(a[2])), shelves[a[2][0]].scope))
-    chosen = {key: share for _, share, key, _ in admitted[: settings.candidates]}
-    described_by = {key: which for _, _, key, which in admitted[: settings.candidates]}
-
-    # Stage 2: the paragraphs of the chosen memories, and of all others behind a stricter
-    # gate (two shared terms when the query has two).
+    run = _Search(shelves, terms, vocabulary, lexicon, settings, foreign)
+    chosen, described = run.admitted()
     fallback = len("".join(query.split())) >= settings.min_query_chars
-    least = min(shared, len(terms))
-    found: dict[tuple[int, int], list[tuple[float, int, int, float, int]]] = {}
-    short: set[tuple[tuple[int, int], int]] = set()  # (memory, first line) of short paragraphs
-    evidence: dict[tuple[tuple[int, int], int], tuple[float, int]] = {}  # its BM25, the terms it holds
-    shares: dict[int, float] = {}
+    found = run.matches(chosen, described, fallback, min(shared, len(terms)), keep)
+    passing, below = _by_cut(run.snippets(chosen, described, found, keep), settings.cut)
+    return Result(passing, below, terms, scanned, settings.limit, run.query)
 
-    def weighed(which: int) -> float:
-        """The share of the query's weight in the terms of `which`."""
-        if which not in shares:
-            held = sum(w for term, w in weights.items() if bits[term] & which)
-            shares[which] = held / mass if mass else 0.0
-        return shares[which]
 
-    for i, index in enumerate(paragraphs):
-        corpus_i = shelves[i].corpus
-        scored = index.scores(weights)
-        if keep and len(scored) > UNITS_KEPT:
-            # Thousands of units can hold a common word: the best by BM25, and every unit of
-            # a memory stage 1 admitted, are the ones that can rank among the first `keep`.
-            owners = corpus_i.owners
-            strongest = heapq.nlargest(UNITS_KEPT, scored, key=lambda pid: scored[pid][0])
-            wanted = set(strongest) | {pid for pid in scored if (i, owners[pid]) in chosen}
-            scored = {pid: scored[pid] for pid in wanted}
-        for pid, (score, held, count, which) in scored.items():
-            owner = (i, corpus_i.owners[pid])
-            cover = held / mass if mass else 0.0
-            # A paragraph holding an informative word counts with its memory's description:
-            # the description names the thing, the paragraph the detail asked about
-            # (`does the no-recap rule apply to a postmortem?`).
-            both = which | holds.get(owner, 0)
-            if (
-                owner not in chosen
-                and both != which
-                and which & informative
-                and (unheld < 2 or (both & informative).bit_count() >= 2)
-            ):
-                cover, count = weighed(both), both.bit_count()
-            if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
-                place = (score, corpus_i.starts[pid], corpus_i.ends[pid], cover, which)
-                found.setdefault(owner, []).append(place)
-                evidence[(owner, corpus_i.starts[pid])] = (score, which | holds.get(owner, 0))
-                if index.lengths[pid] < SHORT_PARAGRAPH:
-                    short.add((owner, corpus_i.starts[pid]))
+class _Search:
+    """One query against the shelves: what its terms weigh, then the two stages. Which query
+    terms a text holds is a mask, bit i for the i-th term of `weights` (`Query`)."""
 
-    def hit(key: tuple[int, int], at: Entry, start: int, end: int, score: float, stage: str) -> Hit:
-        bm25, held = evidence.get((key, start), (0.0, holds.get(key, 0)))
-        found = Hit(
-            named(key, at), start, end, score, stage, at, scope=shelves[key[0]].scope, bm25=bm25, held=held
+    def __init__(
+        self,
+        shelves: Sequence[Shelf],
+        terms: tuple[str, ...],
+        vocabulary: Container[str],
+        lexicon: Lexicon | None,
+        settings: Settings,
+        foreign: bool,
+    ) -> None:
+        self.shelves, self.settings = shelves, settings
+        self.descriptions = _together([shelf.corpus.descriptions for shelf in shelves])
+        self.paragraphs = _together([shelf.corpus.paragraphs for shelf in shelves])
+        translated = _counterparts(terms, vocabulary, lexicon)
+        general = lexicon.weights(terms) if lexicon is not None else {}
+        general |= {other: general.get(term, 1.0) for other, term in translated.items()}
+        self.described = _weights([s.corpus.descriptions for s in shelves], terms, general, translated)
+        self.weights = _weights([s.corpus.paragraphs for s in shelves], terms, general, translated)
+        # A counterpart stands for its term: the message's weight is that of its own terms.
+        self.described_mass = sum(w for t, w in self.described.items() if t not in translated)
+        self.mass = sum(w for t, w in self.weights.items() if t not in translated)
+        self.bits = {term: 1 << i for i, term in enumerate(self.weights)}
+        informative = sum(self.bits[t] for t in self.weights if general.get(t, 1.0) >= INFORMATIVE)
+        stands = set(translated.values())
+        unheld = sum(
+            1
+            for term in terms
+            if self.bits[term] & informative and term not in vocabulary and term not in stands
         )
-        return found._replace(short=True) if (key, start) in short else found
+        # How many informative words no memory holds count against a memory (`foreign`).
+        self.against = unheld if foreign else 0
+        units = sum(shelf.corpus.paragraphs.documents for shelf in shelves)
+        rarest = math.log(1 + (units - 0.5) / 1.5) if units > 1 else 1.0
+        self.query = Query(
+            terms,
+            self.weights,
+            {t: general.get(t, 1.0) for t in self.weights},
+            informative,
+            unheld,
+            rarest,
+            translated,
+        )
+        self._covers: dict[int, float] = {}
 
-    def adds(which: int, described: int) -> float:
-        """The share of the query's weight that its description does not hold, held here."""
-        rest = sum(w for term, w in weights.items() if not bits[term] & described)
-        held = sum(w for term, w in weights.items() if bits[term] & which & ~described)
-        return held / rest if rest else 0.0
+    def admitted(self) -> tuple[dict[Key, float], dict[Key, int]]:
+        """Stage 1: the memories whose description fields cover enough of the query, best
+        first (at most `candidates`, names breaking ties), each with its share of the query;
+        and which query terms each memory's description holds, admitted or not."""
+        settings, informative = self.settings, self.query.informative
+        passed = []
+        described: dict[Key, int] = {}
+        for i, index in enumerate(self.descriptions):
+            for doc, (score, weight, _, held) in index.scores(self.described).items():
+                described[(i, doc)] = held
+                share = weight / self.described_mass if self.described_mass else 0.0
+                if share >= settings.gate and (self.against < 2 or (held & informative).bit_count() >= 2):
+                    passed.append((score, share, (i, doc)))
+        passed.sort(key=lambda a: -a[0])
+        if len(passed) > settings.candidates:  # names break ties, so keep every tie at the edge
+            edge = passed[settings.candidates - 1][0]
+            passed = [a for a in passed if a[0] >= edge]
+        passed.sort(key=lambda a: (-a[0], *_name_key(self.file(a[2])), self.shelves[a[2][0]].scope))
+        return {key: share for _, share, key in passed[: settings.candidates]}, described
 
-    kept = _best(chosen, found, file, shelves, keep) if keep else None
-    ranked: list[list[Hit]] = []
-    for key, share in chosen.items():
-        if kept is not None and key not in kept:
-            continue
-        at = entry(key)
-        if found.get(key):
-            matches = sorted(found[key], key=lambda m: (-m[0], m[1]))
+    def matches(
+        self,
+        chosen: Mapping[Key, float],
+        described: Mapping[Key, int],
+        fallback: bool,
+        least: int,
+        keep: int,
+    ) -> dict[Key, list[_Match]]:
+        """Stage 2: the paragraphs of the chosen memories, and of all others when they cover
+        `body_gate` of the query and hold `least` of its terms (only if the message is long
+        enough to search bodies by, `fallback`)."""
+        settings, informative, mass = self.settings, self.query.informative, self.mass
+        found: dict[Key, list[_Match]] = {}
+        for i, index in enumerate(self.paragraphs):
+            corpus = self.shelves[i].corpus
+            owners, starts, ends = corpus.owners, corpus.starts, corpus.ends
+            scored = index.scores(self.weights)
+            if keep and len(scored) > UNITS_KEPT:
+                # Thousands of units can hold a common word: the best by BM25, and every unit
+                # of a memory stage 1 admitted, are the ones that can rank among the first `keep`.
+                strongest = heapq.nlargest(UNITS_KEPT, scored, key=lambda pid: scored[pid][0])
+                wanted = set(strongest) | {pid for pid in scored if (i, owners[pid]) in chosen}
+                scored = {pid: scored[pid] for pid in wanted}
+            for pid, (score, weight, count, held) in scored.items():
+                owner = (i, owners[pid])
+                cover = weight / mass if mass else 0.0
+                # A paragraph holding an informative word counts with its memory's description:
+                # the description names the thing, the paragraph the detail asked about
+                # (`does the no-recap rule apply to a postmortem?`).
+                together = held | described.get(owner, 0)
+                if (
+                    owner not in chosen
+                    and together != held
+                    and held & informative
+                    and (self.against < 2 or (together & informative).bit_count() >= 2)
+                ):
+                    cover, count = self.covers(together), together.bit_count()
+                if owner in chosen or (fallback and cover >= settings.body_gate and count >= least):
+                    short = index.lengths[pid] < SHORT_PARAGRAPH
+                    match = _Match(score, starts[pid], ends[pid], cover, held, together, short)
+                    found.setdefault(owner, []).append(match)
+        return found
+
+    def snippets(
+        self,
+        chosen: Mapping[Key, float],
+        described: Mapping[Key, int],
+        found: Mapping[Key, list[_Match]],
+        keep: int,
+    ) -> list[list[Hit]]:
+        """Each memory's snippets, its best first: the chosen memories' (scored with their
+        description's share; one with no matching paragraph offers its opening lines), then
+        the others' (scored on their paragraphs alone). With `keep`, only the memories that
+        can rank among the first `keep` are decoded."""
+        kept = _best(chosen, found, self.file, self.shelves, keep) if keep else None
+        ranked: list[list[Hit]] = []
+        for key, share in chosen.items():
+            if kept is not None and key not in kept:
+                continue
+            at = self.entry(key)
+            matches = sorted(found.get(key, ()), key=_strongest)
+            if not matches:
+                end = min(at.body_end, at.body_start + OPENING_LINES - 1)
+                opening = _Match(0.0, at.body_start, end, 0.0, 0, described.get(key, 0), False)
+                ranked.append([self.hit(key, at, opening, share, "opening")])
+                continue
             # A further paragraph is judged on what it adds to what the description says
             # (`黄鳍紫鱼体长多少？`: the description names the fish, a paragraph its length).
+            first, *further = matches
             ranked.append(
-                [hit(key, at, s, e, share + c, "description") for _, s, e, c, _ in matches[:1]]
+                [self.hit(key, at, first, share + first.cover, "description")]
                 + [
-                    hit(key, at, s, e, share + max(c, adds(which, described_by[key])), "description")
-                    for _, s, e, c, which in matches[1:]
+                    self.hit(
+                        key, at, m, share + max(m.cover, self.adds(m.held, described[key])), "description"
+                    )
+                    for m in further
                 ]
             )
-        else:
-            end = min(at.body_end, at.body_start + OPENING_LINES - 1)
-            ranked.append([hit(key, at, at.body_start, end, share, "opening")])
-    for key, matches in found.items():
-        if key not in chosen and (kept is None or key in kept):
-            at = entry(key)
-            matches.sort(key=lambda m: (-m[0], m[1]))
-            ranked.append([hit(key, at, s, e, c, "body") for _, s, e, c, _ in matches])
+        for key, matches in found.items():
+            if key not in chosen and (kept is None or key in kept):
+                at = self.entry(key)
+                ranked.append(
+                    [self.hit(key, at, m, m.cover, "body") for m in sorted(matches, key=_strongest)]
+                )
+        return ranked
 
+    def covers(self, held: int) -> float:
+        """The share of the query's weight in the terms of `held`."""
+        if held not in self._covers:
+            weight = sum(w for term, w in self.weights.items() if self.bits[term] & held)
+            self._covers[held] = weight / self.mass if self.mass else 0.0
+        return self._covers[held]
+
+    def adds(self, held: int, described: int) -> float:
+        """The share of the query's weight that its description does not hold, held here."""
+        bits = self.bits
+        rest = sum(w for term, w in self.weights.items() if not bits[term] & described)
+        weight = sum(w for term, w in self.weights.items() if bits[term] & held & ~described)
+        return weight / rest if rest else 0.0
+
+    def hit(self, key: Key, at: Entry, match: _Match, score: float, stage: str) -> Hit:
+        scope = self.shelves[key[0]].scope
+        return Hit(
+            f"{scope}:{at.file}" if scope else at.file,
+            match.start,
+            match.end,
+            score,
+            stage,
+            at,
+            scope=scope,
+            short=match.short,
+            bm25=match.bm25,
+            held=match.with_description,
+        )
+
+    def entry(self, key: Key) -> Entry:
+        return self.shelves[key[0]].corpus.entry(key[1])
+
+    def file(self, key: Key) -> str:
+        """The memory's file name, from its row: a tie need not decode every entry."""
+        return self.shelves[key[0]].corpus.file(key[1])
+
+
+def _by_cut(ranked: list[list[Hit]], cut: float) -> tuple[tuple[Hit, ...], tuple[Hit, ...]]:
+    """The snippets within `cut` of the best, in injection order: every memory's best
+    paragraph, then the further paragraphs, best first (a question whose answer is in a
+    memory's second paragraph still finds it, yet no memory takes a place from another);
+    and the best paragraphs of the memories under the cut."""
     firsts = sorted((hits[0] for hits in ranked), key=_order)
-    best = firsts[0].score if firsts else 0.0
-    passing = [h for h in firsts if h.score >= settings.cut * best]
-    # Then each memory's further paragraphs, best first: a question whose answer is in a
-    # memory's second paragraph still finds it, yet no memory takes a place from another.
+    least = cut * (firsts[0].score if firsts else 0.0)
+    passing = [h for h in firsts if h.score >= least]
     spares = sorted(
-        (h._replace(first=False) for hits in ranked for h in hits[1:] if h.score >= settings.cut * best),
-        key=_order,
+        (h._replace(first=False) for hits in ranked for h in hits[1:] if h.score >= least), key=_order
     )
-    below = [h for h in firsts if h.score < settings.cut * best]
-    return Result(tuple(passing + spares), tuple(below), terms, scanned, settings.limit, asked)
+    return tuple(passing + spares), tuple(h for h in firsts if h.score < least)
+
+
+def _strongest(match: _Match) -> tuple[float, int]:
+    return -match.bm25, match.start
 
 
 def candidates(
@@ -429,20 +505,20 @@ def pull(
 
 
 def _best(
-    chosen: Mapping[tuple[int, int], float],
-    found: Mapping[tuple[int, int], list[tuple[float, int, int, float, int]]],
-    file: Callable[[tuple[int, int]], str],
+    chosen: Mapping[Key, float],
+    found: Mapping[Key, list[_Match]],
+    file: Callable[[Key], str],
     shelves: Sequence[Shelf],
     keep: int,
-) -> set[tuple[int, int]]:
+) -> set[Key]:
     """The `keep` memories whose best snippet ranks first, found from the index's rows alone:
     a search with no gates matches hundreds, and only those it shows need their entries.
     Names break ties, and are read only for the memories tied at the edge."""
     scored = []
     for key in {**chosen, **found}:
         matches = found.get(key)
-        top = min(matches, key=lambda m: (-m[0], m[1])) if matches else None
-        scored.append((chosen.get(key, 0.0) + (top[3] if top else 0.0), top[1] if top else 0, key))
+        top = min(matches, key=_strongest) if matches else None
+        scored.append((chosen.get(key, 0.0) + (top.cover if top else 0.0), top.start if top else 0, key))
     if len(scored) <= keep:
         return {key for _, _, key in scored}
     scored.sort(key=lambda s: -s[0])
