@@ -1,16 +1,22 @@
 """The `sagemem` program's entry point (also `python -m sagemem`).
 
 A hook runs on every prompt, so `sagemem hook ...` goes straight to `hooks` and never imports
-click or the command modules.
+click or the command modules; only `sagemem hook --help` (or `-h`), which no harness sends,
+goes to click, for the hook command's help.
 """
 
 from __future__ import annotations
 
 import sys
 
+# What asks for the hook's help rather than running it. A person typing it, never a harness:
+# a harness's hook line is `hook HARNESS EVENT`, and the fast path would answer anything else
+# with silence and exit 0 (fail open), which is no help. The hook command takes both (click).
+HELP = ("--help", "-h")
+
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "hook":
+    if len(sys.argv) > 1 and sys.argv[1] == "hook" and not any(arg in HELP for arg in sys.argv[2:]):
         raise SystemExit(_hook(sys.argv[2:]))
     from .cli import main as cli
 

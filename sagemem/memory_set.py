@@ -317,7 +317,7 @@ class MemorySet:
     def _live(self) -> list[Scope]:
         live = [scope for scope in self.scopes if scope.memory_dir.is_dir()]
         if not live:
-            self.first._require()  # the usual message: run `sagemem init`
+            self.first.require()  # the usual message: run `sagemem init`
         return live
 
     def _shelf(self, scope: Scope) -> str:

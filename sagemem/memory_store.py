@@ -10,10 +10,10 @@ the order of steps (a snapshot before every bulk change). See docs/architecture.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from .care import candidates, checkup, health
@@ -29,8 +29,8 @@ from .search.inject import Injection
 from .store import guard, index
 from .store.archive import ARCHIVE_DIR
 from .store.directory import Directory
-from .store.errors import MemoryNotFound, SagememError
-from .store.files import MAX_COPY_BYTES, check_regular, read_bytes, safe_folder, write_atomic
+from .store.errors import SagememError
+from .store.files import MAX_COPY_BYTES, read_bytes, safe_folder
 from .store.locking import exclusive
 from .store.memory import Memory, decode
 from .store.names import INDEX_NAME, name_key
@@ -89,7 +89,7 @@ class MemoryStore(Directory):
                 texts[file] = decode(file, read_bytes(self.memory_dir / file))
             except SagememError:
                 continue  # already among the scan's problems
-        index_path = self._index_path()
+        index_path = self.index_path()
         index_name = index_path.name if index_path else INDEX_NAME
         try:
             index_text = self.index_text()
@@ -129,11 +129,15 @@ class MemoryStore(Directory):
         and is named in the error raised at the end."""
         failed = []
         try:
-            names = self._names_in(self._archive_dir())
+            names = self.archived_names()
         except SagememError as exc:
             names, failed = [], [str(exc)]
         changes, unread = checkup.purge_copies(
-            self.memory_dir, self.state_dir, names, lock=self._lock, snapshots_locked=self._snapshots_locked
+            self.memory_dir,
+            self.state_dir,
+            names,
+            lock=self.write_lock,
+            snapshots_locked=self._snapshots_locked,
         )
         failed += unread
         if failed:
@@ -144,7 +148,7 @@ class MemoryStore(Directory):
     def _kept_archived_names(self) -> list[str]:
         """The archived copies' names, none when `archive/` is refused (`check` says why)."""
         try:
-            return self._names_in(self._archive_dir())
+            return self.archived_names()
         except SagememError:
             return []
 
@@ -159,13 +163,11 @@ class MemoryStore(Directory):
         changes = [f"snapshot {made.id} taken first{made.left_out()}"]
         for file in sorted({f.file for f in fixable if f.check == "crlf"}, key=name_key):
             try:
-                current = self.read(file)
-                # Not `write`: a file without a description may still have its line endings fixed.
-                self._write(current.file, current.text, current.version, "sagemem check --fix", "")
+                self.convert_to_lf(file, writer="sagemem check --fix")
                 changes.append(f"{file}: CRLF line endings converted to LF")
             except SagememError as exc:
                 changes.append(f"{file}: not fixed ({exc})")
-        if self._rebuild_index():
+        if self.rewrite_index():
             changes.append(
                 f"{INDEX_NAME}: dangling, duplicate and stale lines fixed, missing memories listed"
             )
@@ -176,10 +178,10 @@ class MemoryStore(Directory):
         after a snapshot). The snapshot comes before the index's lock is taken: a rollback
         holds the snapshots' lock while it takes the index's, so the other order would make
         each wait for the other."""
-        if not self._index_outdated():
+        if not self.index_outdated():
             return False
         self.snapshot(label="before index --rebuild", kind="auto")
-        return self._rebuild_index()
+        return self.rewrite_index()
 
     # -- snapshots --------------------------------------------------------------------------
 
@@ -207,23 +209,16 @@ class MemoryStore(Directory):
                 item["name"]: read_bytes(chosen.path / "files" / item["name"], limit=MAX_COPY_BYTES)
                 for item in chosen.files
             }
-            targets = {name: self._rollback_target(name) for name in wanted}  # refuses before any write
+            targets = {name: self.put_back_target(name) for name in wanted}  # refuses before any write
             protection = self._take_snapshot(f"before rollback to {snapshot_id}", "protection")
             restored: list[str] = []
             outcome: dict[str, Any] = {"snapshot": snapshot_id, "scope": scope, "protection": protection.id}
             staying = self._staying(chosen, scope)
+            index_lines = functools.partial(snapshot_module.keep_index_lines, names=staying)
             try:
                 for name, data in wanted.items():
-                    with self._lock(targets[name]):
-                        try:
-                            current: bytes | None = read_bytes(targets[name], limit=MAX_COPY_BYTES)
-                        except MemoryNotFound:
-                            current = None
-                        if name_key(name) == name_key(INDEX_NAME) and current is not None:
-                            data = snapshot_module.keep_index_lines(data, current, staying)
-                        if current != data:
-                            write_atomic(targets[name], data)
-                            restored.append(name)
+                    if self.put_back_copy(targets[name], data, index_lines=index_lines):
+                        restored.append(name)
             except (OSError, SagememError) as exc:
                 outcome.update(restored=restored, error=str(exc))
                 snapshot_module.record_rollback(self.state_dir, outcome)
@@ -272,37 +267,17 @@ class MemoryStore(Directory):
         return {name for name in since if name_key(name) in stays}
 
     def _take_snapshot(self, label: str, kind: str) -> snapshot_module.Snapshot:
-        names = self.files() + ([index_path.name] if (index_path := self._index_path()) else [])
+        names = self.files() + ([index_path.name] if (index_path := self.index_path()) else [])
         return snapshot_module.create(self.memory_dir, self.state_dir, names, label=label, kind=kind)
 
     def _snapshots_locked(self) -> Any:
         return exclusive(safe_folder(self.state_dir) / "snapshots.lock", guard.LOCK_TIMEOUT)
 
-    def _rollback_target(self, name: str) -> Path:
-        """Where a snapshot's file goes back to; refused (before anything is written) when that
-        is a link or not a regular file."""
-        if name_key(name) == name_key(INDEX_NAME):
-            path = self._index_path() or self.memory_dir / name
-        else:
-            path = self.memory_dir / self._on_disk_name(name)
-        if os.path.lexists(path):
-            check_regular(path, os.lstat(path).st_mode)
-        return path
-
-    def _on_disk_name(self, name: str) -> str:
-        """`name`, or the name of the file there that it matches case and Unicode form aside.
-        A snapshot's name passed the rules for new names when it was taken: it is judged by
-        the path rule alone (its manifest's shape), as rules written since may refuse it."""
-        key = name_key(name)
-        with os.scandir(self.memory_dir) as entries:
-            matches = sorted(e.name for e in entries if name_key(e.name) == key)
-        return name if not matches or name in matches else matches[0]
-
     # -- search -----------------------------------------------------------------------------
 
     def corpus(self) -> Corpus:
         """The searchable form of the directory, brought up to date from the cache."""
-        self._require()
+        self.require()
         return corpus_module.load(self.memory_dir, self.state_dir, progress=self.progress)
 
     def search(
@@ -318,7 +293,7 @@ class MemoryStore(Directory):
         with lexicon.opened() as words:
             if corpus is not None:
                 return find(corpus, query, settings, words)
-            self._require()
+            self.require()
             # Results carry their entries: nothing reads the corpus once the search is done.
             return corpus_module.using(
                 self.memory_dir,
@@ -339,7 +314,7 @@ class MemoryStore(Directory):
         """The text to put into the agent's prompt for `query` ("" when nothing qualifies);
         `care`: (check, file) findings to tell the session at its start, as the SessionStart
         hook passes `archived_changes`."""
-        self._require()
+        self.require()
         return inject_module.inject(
             self.memory_dir,
             self.state_dir,

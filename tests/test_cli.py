@@ -327,6 +327,22 @@ def test_real_processes_console_script_and_module(tmp_path: Path) -> None:
     assert stale.returncode == 3 and "version conflict" in stale.stderr
 
 
+def test_hook_help_in_a_real_process(tmp_path: Path) -> None:
+    """`sagemem hook` skips click to answer fast (`__main__.py`), and would answer `--help`
+    with a hook's silence: asked for help, anywhere on the line, it prints the command's."""
+    script = shutil.which("sagemem") or str(Path(sys.executable).with_name("sagemem"))
+    env = {**os.environ, "SAGEMEM_DAEMON": "off"}  # were it run as a hook, it starts nothing
+    for command in ([script], [sys.executable, "-m", "sagemem"]):
+        for asked in (["--help"], ["-h"], ["claude-code", "--help"], ["gemini", "BeforeAgent", "-h"]):
+            done = subprocess.run(
+                [*command, "hook", *asked], input="", capture_output=True, text=True, cwd=tmp_path, env=env
+            )
+            assert done.returncode == 0, (asked, done.stderr)
+            assert done.stdout.startswith("Usage: sagemem hook [OPTIONS] {claude-code|"), asked
+            assert "HARNESS" in done.stdout and "EVENT" in done.stdout and "-h, --help" in done.stdout
+            assert done.stderr == ""
+
+
 def test_search_and_inject_commands(tmp_path: Path) -> None:
     code, out, _ = run(
         [

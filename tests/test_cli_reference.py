@@ -1,5 +1,7 @@
 """docs/cli.md's generated regions (sagemem/cli/reference.py): the page is current, each
-command has its one region, the check notices a change, and the MCP table names every tool."""
+command has its one region, the check notices a change, every option says what it does, the
+page is the same on every click pyproject.toml allows, and the MCP table names every tool,
+as does the prose of docs/integrations.md that points to it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from sagemem.memory_store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "cli.md"
+INTEGRATIONS = ROOT / "docs" / "integrations.md"
 START = re.compile(r"^<!-- \[\[\[generated: (.+)\]\]\] -->$", re.MULTILINE)
 
 
@@ -31,6 +34,17 @@ def command_paths(group: click.Group, prefix: str) -> list[str]:
             found += command_paths(command, f"{prefix} {name}")
         else:
             found.append(f"{prefix} {name}")
+    return found
+
+
+def commands(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
+    """Every command with its full path, through click's own `commands` tables."""
+    found: list[tuple[str, click.Command]] = [(prefix, group)]
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found += commands(command, f"{prefix} {name}")
+        else:
+            found.append((f"{prefix} {name}", command))
     return found
 
 
@@ -121,6 +135,18 @@ def test_a_repeated_region_and_broken_markers_are_refused() -> None:
         reference.regions(["<!-- [[[generate: sagemem lock]]] -->"])
 
 
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """An option without help is an empty cell in its table and a bare name in `--help`;
+    hidden ones included (their help says what replaced them)."""
+    bare = [
+        f"{path} {'/'.join(param.opts)}"
+        for path, command in commands(cli, "sagemem")
+        for param in command.params
+        if isinstance(param, click.Option) and not (param.help or "").strip()
+    ]
+    assert bare == []
+
+
 # --- (c) the check can fail: a new option changes the output ------------------------------
 
 
@@ -169,6 +195,36 @@ def test_a_command_is_rendered_from_its_click_objects() -> None:
     assert "| `run` | Run a thing. |" in group
 
 
+def test_a_groups_usage_line_is_the_same_on_every_click() -> None:
+    """click before 8.4.2 spells the subcommand of a group that runs without one
+    `COMMAND [ARGS]...`, since then `[COMMAND] [ARGS]...`: the page says the latter on any
+    click pyproject.toml allows. The old spelling is set by hand here, as click 8.1 sets it."""
+
+    @click.group(invoke_without_command=True, subcommand_metavar="COMMAND [ARGS]...")
+    def alone() -> None:
+        """Runs alone too."""
+
+    @click.group(subcommand_metavar="[COMMAND] [ARGS]...")
+    def needs() -> None:
+        """Needs a command."""
+
+    @click.group(subcommand_metavar="TASK")
+    def own() -> None:
+        """Chose its own metavar."""
+
+    for group in (alone, needs, own):
+        group.command("run")(lambda: None)
+    usage = {
+        name: reference.generated(group, name, mcp=False)[name].split("\n")[1]
+        for name, group in (("alone", alone), ("needs", needs), ("own", own))
+    }
+    assert usage == {
+        "alone": "alone [OPTIONS] [COMMAND] [ARGS]...",
+        "needs": "needs [OPTIONS] COMMAND [ARGS]...",
+        "own": "own [OPTIONS] TASK",
+    }
+
+
 def test_help_text_is_escaped_for_a_markdown_table() -> None:
     new = reference.generated()["sagemem new"]
     assert r"\<type>\_\<slug>.md" in new  # not an HTML tag, not emphasis
@@ -192,3 +248,17 @@ def test_the_mcp_table_lists_every_tool_and_parameter() -> None:
             assert row.split(" | ")[2] == ("yes" if required else ""), (name, param)
         if not tool.params:
             assert "No parameters." in section
+
+
+def test_integrations_names_every_served_tool_and_points_to_the_table() -> None:
+    """docs/integrations.md keeps no table of its own (it would drift from the served tools):
+    its MCP section names each tool the server lists and links to the generated table; no
+    tool it names anywhere is one the server does not serve."""
+    served = list(build(MemoryStore(os.devnull)).tools)
+    text = INTEGRATIONS.read_text(encoding="utf-8")
+    section = text.split("\n## MCP server\n", 1)[1].split("\n## ", 1)[0]
+    assert "(cli.md#mcp-tools)" in section
+    assert re.search(r"^### MCP tools$", PAGE.read_text(encoding="utf-8"), re.MULTILINE)  # the anchor
+    assert set(re.findall(r"`(memory_\w+)`", section)) == set(served)
+    assert set(re.findall(r"memory_[a-z]+(?![a-z_])", text)) <= set(served)
+    assert not re.search(r"^\| tool \|", text, re.MULTILINE)

@@ -28,12 +28,19 @@ class _Harnesses(click.Choice):
         pass  # the records are the choices
 
 
-@cli.command(context_settings={"ignore_unknown_options": True})
+# `-h` as well as `--help`: `sagemem hook -h` would otherwise be a hook for a harness "-h",
+# answered with silence (`__main__.HELP`).
+@cli.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
 @click.argument("harness", type=_Harnesses())
 @click.argument("event", required=False)
 @pass_ctx
 def hook(ctx: _Context, harness: str, event: str | None) -> None:
     """Run as a harness hook: the event's JSON on stdin, the harness's JSON on stdout.
+
+    HARNESS is the harness that runs the hook; the answer has its shape. EVENT names the
+    event when the JSON does not (its `hook_event_name` wins): SessionStart, the prompt event
+    (UserPromptSubmit; Gemini CLI: BeforeAgent) or, for Claude Code, PreToolUse and
+    PostToolUse. `sagemem install` writes these hook lines into the harness's settings.
 
     Always exits 0; a failure prints nothing and is logged to <state>/hook.log.
 

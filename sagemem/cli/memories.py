@@ -93,9 +93,18 @@ def _first(scope: Any) -> dict[str, str]:
     return {"memory_dir": str(scope.memory_dir), "state_dir": str(scope.state_dir), "rule": scope.rule}
 
 
+_TYPE_HELP = (
+    "What kind of memory: user (who the user is), feedback (how to work), "
+    "project (facts about the work), reference (where to find things)."
+)
+
+
 def _field_options(required: bool) -> list[Any]:
+    """The fields a new memory needs: required for `new`; for `remember` chosen from its TEXT
+    when not given."""
+    type_help = _TYPE_HELP if required else _TYPE_HELP + " Required without TEXT; with it, user by default."
     return [
-        click.option("--type", "type_", type=click.Choice(TYPES), required=required),
+        click.option("--type", "type_", type=click.Choice(TYPES), required=required, help=type_help),
         click.option(
             "--name", required=required, help="Short name; also makes the file name <type>_<slug>.md."
         ),
@@ -397,12 +406,16 @@ def _target(ctx: _Context, name: str, expected: str | None, content: str, into: 
     callback=_version,
     help="Version the change is based on, or its first 12+ digits.",
 )
-@click.option("--name")
-@click.option("--description")
-@click.option("--type", "type_", type=click.Choice(TYPES))
+@click.option("--name", help="A new name (the file keeps its name).")
+@click.option("--description", help="A new one-line description.")
+@click.option("--type", "type_", type=click.Choice(TYPES), help="A new type (the file keeps its name).")
 @click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
 @click.option("--alias", "aliases", multiple=True, help="Replace the aliases (repeatable).")
-@click.option("--baseline/--no-baseline", default=None)
+@click.option(
+    "--baseline/--no-baseline",
+    default=None,
+    help="Inject at the start of every session, or no longer; unchanged if not given.",
+)
 @click.option("--priority", type=float, callback=_finite, help="Baseline priority.")
 @click.option("--body", help="Replace the body.")
 @click.option(

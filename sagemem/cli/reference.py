@@ -53,10 +53,11 @@ REGENERATE = "python -m sagemem.cli.reference docs/cli.md"
 def walk(root: click.Command, prog: str = PROG) -> Iterator[click.Context]:
     """A context for every command under `root` and `root` itself, parents before their
     subcommands, subcommands in click's order (sorted by name). A context gives the command
-    its full path; none is invoked, so nothing is parsed or run."""
+    its full path and, with the command's `context_settings` as click's own would have them,
+    its help option's names; none is invoked, so nothing is parsed or run."""
 
     def visit(command: click.Command, name: str, parent: click.Context | None) -> Iterator[click.Context]:
-        ctx = click.Context(command, info_name=name, parent=parent)
+        ctx = click.Context(command, info_name=name, parent=parent, **command.context_settings)
         yield ctx
         if isinstance(command, click.Group):
             for sub_name in command.list_commands(ctx):
@@ -72,7 +73,7 @@ def render_command(ctx: click.Context) -> str:
     knows about it beyond that (hidden, deprecated, runs without a subcommand), the table of
     its arguments and options, and for a group the table of its commands."""
     command = ctx.command
-    usage = " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
+    usage = " ".join([ctx.command_path, *_usage_pieces(ctx)])
     parts = ["```\n" + usage + "\n```"]
     notes = []
     if command.hidden:
@@ -97,6 +98,28 @@ def render_command(ctx: click.Context) -> str:
                 listed.append((f"`{name}`", summary + (" (hidden)" if sub.hidden else "")))
         parts.append(_table(("Command", "Summary"), listed))
     return "\n\n".join(parts) + "\n"
+
+
+# The subcommand's place in a group's usage line, as click spells it by default: before
+# click 8.4.2 always `COMMAND [ARGS]...`, since then `[COMMAND] [ARGS]...` for a group that
+# runs without a command too. Keyed by (chain, invoke_without_command).
+_SUBCOMMAND_METAVARS = {
+    (False, False): "COMMAND [ARGS]...",
+    (False, True): "[COMMAND] [ARGS]...",
+    (True, False): "COMMAND1 [ARGS]... [COMMAND2 [ARGS]...]...",
+    (True, True): "[COMMAND1] [ARGS]... [COMMAND2 [ARGS]...]...",
+}
+
+
+def _usage_pieces(ctx: click.Context) -> list[str]:
+    """The usage line's pieces after the command's path, as click gives them, but a group's
+    subcommand in the newest click's spelling whichever click is installed: the page is the
+    same on every click that pyproject.toml allows (a metavar a group chose is kept)."""
+    command = ctx.command
+    pieces = command.collect_usage_pieces(ctx)
+    if isinstance(command, click.Group) and pieces and pieces[-1] in _SUBCOMMAND_METAVARS.values():
+        pieces[-1] = _SUBCOMMAND_METAVARS[(command.chain, command.invoke_without_command)]
+    return pieces
 
 
 def _documented(param: click.Parameter, ctx: click.Context) -> bool:

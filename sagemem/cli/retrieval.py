@@ -80,7 +80,14 @@ def _session(value: str | None) -> str | None:
     help="Session id: budget, no repeats, baseline at the start (else stateless).",
 )
 @click.option("--reset", is_flag=True, help="Start the session afresh (after a context compaction or clear).")
-@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: what goes into the prompt; json: that text with its snippets, baseline and budget.",
+)
 @pass_ctx
 def inject(ctx: _Context, query: str, session: str | None, reset: bool, output: str) -> None:
     """Print what to inject into the prompt for a message: nothing at all when nothing qualifies.
@@ -146,8 +153,20 @@ def eval_(ctx: _Context, set_dir: Path, scopes: int, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--memories", type=click.IntRange(1, 100_000), default=1000, show_default=True)
-@click.option("--lang", type=click.Choice(["en", "zh", "mixed"]), default="mixed", show_default=True)
+@click.option(
+    "--memories",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Memories to generate.",
+)
+@click.option(
+    "--lang",
+    type=click.Choice(["en", "zh", "mixed"]),
+    default="mixed",
+    show_default=True,
+    help="The corpus's language: English, Chinese, or mixed (every other memory Chinese).",
+)
 @click.option("--repeat", type=click.IntRange(3, 200), default=15, show_default=True, help="Runs per figure.")
 @click.option(
     "--scopes",

@@ -32,7 +32,9 @@ from .errors import (
 )
 from .files import (
     MAX_ARCHIVED_BYTES,
+    MAX_COPY_BYTES,
     MAX_INDEX_FILE_BYTES,
+    check_regular,
     fsync_dir,
     read_bytes,
     read_state,
@@ -99,7 +101,9 @@ D = TypeVar("D", bound="Directory")
 
 class Directory:
     """A memory directory and its state dir (by default `<path>/.sagemem`). Used as
-    `MemoryStore`, which adds search and care."""
+    `MemoryStore`, which adds search and care through the public methods alone: where
+    MEMORY.md and the archived copies are, the write lock, and the writes care asks for
+    (`check --fix`'s, a rollback's) are promised here, so the facade knows no file's place."""
 
     def __init__(
         self,
@@ -141,7 +145,10 @@ class Directory:
         where = self.lock_dir or locks_of(self.memory_dir)
         return Scope(self.scope, self.memory_dir, self.state_dir, "", where, native)
 
-    def _lock(self, path: Path) -> Any:
+    def write_lock(self, path: Path) -> contextlib.AbstractContextManager[None]:
+        """The cross-process lock every change to the file at `path` (a memory, MEMORY.md) is
+        made under, as a context manager: whoever changes those bytes by other means than
+        this class (care redacting an archived copy) holds it too, so no write is lost."""
         return guard.file_lock(path, self.lock_dir)
 
     def __repr__(self) -> str:
@@ -157,9 +164,9 @@ class Directory:
             if not folder.is_dir():
                 folder.mkdir(parents=True)
                 changed.append(folder)
-        if self._index_path() is None:
-            with self._lock(self.memory_dir / INDEX_NAME):
-                if self._index_path() is None:
+        if self.index_path() is None:
+            with self.write_lock(self.memory_dir / INDEX_NAME):
+                if self.index_path() is None:
                     write_atomic(
                         self.memory_dir / INDEX_NAME, index.HEADING.encode("utf-8"), create_only=True
                     )
@@ -212,7 +219,7 @@ class Directory:
     def resolve(self, file: str) -> str:
         """The on-disk name of memory `file`, matched NFC-normalised and case-insensitively."""
         check_name(file)
-        self._require()
+        self.require()
         key = name_key(file)
         with os.scandir(self.memory_dir) as entries:
             matches = sorted(e.name for e in entries if name_key(e.name) == key)
@@ -275,7 +282,7 @@ class Directory:
         check_name(file)
         if expected_version is not None:
             guard.check_version(expected_version, prefix=short_version)
-        self._require()
+        self.require()
         text = decode(file, content) if isinstance(content, bytes) else content
         return self._write(self._existing_name(file), text, expected_version, writer, reason, whole=True)
 
@@ -329,6 +336,13 @@ class Directory:
             text = parts.head + parts.matter + parts.tail + body.replace("\n", parts.eol)
         return self._write(current.file, text, expected_version, writer, reason, keep_eol=True)
 
+    def convert_to_lf(self, file: str, *, writer: str = "") -> Memory:
+        """Rewrite a memory with LF line endings (`check --fix`), guarded against the version
+        it reads, through the one write path. Not `write`: a file without a description may
+        still have its line endings fixed."""
+        current = self.read(file)
+        return self._write(current.file, current.text, current.version, writer, "")
+
     def put_back(
         self, file: str, data: bytes, *, expected_version: str, writer: str = "", reason: str = ""
     ) -> None:
@@ -350,17 +364,51 @@ class Directory:
 
     def index_bytes(self) -> bytes | None:
         """MEMORY.md's bytes as they are (None: there is none)."""
-        path = self._index_path()
+        path = self.index_path()
         return None if path is None else _index_bytes(path)
 
     def put_back_index(self, data: bytes, *, expected: bytes | None) -> bool:
         """Write MEMORY.md's earlier bytes back (a rollback), only if it still holds
         `expected`; False (nothing written) when someone changed it meanwhile."""
-        path = self._index_path() or self.memory_dir / INDEX_NAME
-        with self._lock(path):
+        path = self.index_path() or self.memory_dir / INDEX_NAME
+        with self.write_lock(path):
             if _index_bytes(path) != expected:
                 return False
             write_atomic(path, data)
+        return True
+
+    def put_back_target(self, name: str) -> Path:
+        """Where a kept copy of `name` (a snapshot's file) goes back to: MEMORY.md where it is,
+        else the file there that `name` matches case and Unicode form aside, else `name`.
+        Refused (`InvalidMemory`) when that is a link or not a regular file, so that a
+        rollback can refuse before it writes anything."""
+        if name_key(name) == name_key(INDEX_NAME):
+            path = self.index_path() or self.memory_dir / name
+        else:
+            path = self.memory_dir / self._on_disk_name(name)
+        if os.path.lexists(path):
+            check_regular(path, os.lstat(path).st_mode)
+        return path
+
+    def put_back_copy(
+        self, target: Path, data: bytes, *, index_lines: Callable[[bytes, bytes], bytes] | None = None
+    ) -> bool:
+        """Write a kept copy's bytes over what is at `target` (from `put_back_target`), under
+        the file's write lock and atomically; True if written, False when they are there
+        already. Not version guarded: a rollback replaces the present, which it snapshotted
+        first. When `target` is a MEMORY.md that is there, `index_lines(copy, present)` gives
+        the bytes written instead (a rollback keeps the lines of the memories that stay)."""
+        with self.write_lock(target):
+            try:
+                current: bytes | None = read_bytes(target, limit=MAX_COPY_BYTES)
+            except MemoryNotFound:
+                current = None
+            is_index = name_key(target.name) == name_key(INDEX_NAME)
+            if index_lines is not None and is_index and current is not None:
+                data = index_lines(data, current)
+            if current == data:
+                return False
+            write_atomic(target, data)
         return True
 
     def take_out(self, file: str, *, expected_version: str, writer: str = "") -> None:
@@ -371,7 +419,7 @@ class Directory:
         guard.check_version(expected_version)
         file = self.resolve(file)
         path = self.memory_dir / file
-        with self._lock(path):
+        with self.write_lock(path):
             guard.check_unchanged(path, expected_version)
             os.unlink(path)
             fsync_dir(self.memory_dir)
@@ -440,7 +488,7 @@ class Directory:
         if name_key(file) in {name_key(n) for n in self._names_in(folder)}:
             raise archive_module.ArchiveRefused(f"{file}: exists in {archive_module.ARCHIVE_DIR}/ already")
         source = self.memory_dir / file
-        with self._lock(source):
+        with self.write_lock(source):
             if expected_version is not None:
                 guard.refuse_if_changed(
                     source, expected_version, self.state_dir, writer, f"archive: {reason}"
@@ -465,7 +513,7 @@ class Directory:
         if name_key(file) in {name_key(n) for n in self._names_in(self.memory_dir)}:
             raise archive_module.ArchiveRefused(f"{file}: a live memory of that name exists")
         target = self.memory_dir / file
-        with self._lock(target):
+        with self.write_lock(target):
             text = archive_module.without_trace(
                 decode(file, read_bytes(folder / file, limit=MAX_ARCHIVED_BYTES)), file
             )
@@ -505,20 +553,22 @@ class Directory:
         scan = self.scan()
         return index.check(self.index_text(), scan.files, _by_key(scan.memories))
 
-    def _index_outdated(self) -> bool:
-        """Whether a rebuild would change MEMORY.md (read without its lock: a hint)."""
+    def index_outdated(self) -> bool:
+        """Whether `rewrite_index` would change MEMORY.md (read without its lock: a hint, so
+        the facade takes its snapshot only when there is something to rebuild)."""
         if self.native:
             return False
         scan = self.scan()
         old = self.index_text()
         return index.rebuild(old, scan.files, _by_key(scan.memories)) != old
 
-    def _rebuild_index(self) -> bool:
-        """Rewrite MEMORY.md deterministically, under its lock; True if it changed. No
-        snapshot: the facade takes one first, before this lock (never under it)."""
+    def rewrite_index(self) -> bool:
+        """Rebuild MEMORY.md deterministically from the files, under its lock; True if it
+        changed (it is written only then; never in a harness's own folder). No snapshot: the
+        facade's `rebuild_index` takes one first, before this lock (never under it)."""
         if self.native:
             return False
-        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
+        with self.write_lock(self.index_path() or self.memory_dir / INDEX_NAME):
             scan = self.scan()
             old = self.index_text()
             new = index.rebuild(old, scan.files, _by_key(scan.memories))
@@ -561,12 +611,14 @@ class Directory:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _require(self) -> None:
+    def require(self) -> None:
+        """Refuse (`StoreNotFound`, which says to run `sagemem init`) unless the memory
+        directory exists: the check every entry point that reads or writes makes first."""
         if not self.memory_dir.is_dir():
             raise StoreNotFound(f"{self.memory_dir}: memory directory does not exist (run `sagemem init`)")
 
     def _listing(self) -> tuple[list[str], list[Problem]]:
-        self._require()
+        self.require()
         names, problems = listing.memory_names(self.memory_dir)
         return names, [Problem(name, why) for name, why in problems]
 
@@ -650,8 +702,9 @@ class Directory:
                     changes["type"] = value  # a flow-style block: the top-level key wins on read
         return frontmatter.set_keys(text, changes, file) if changes else text
 
-    def _index_path(self) -> Path | None:
-        """MEMORY.md, found case-insensitively; None if there is none."""
+    def index_path(self) -> Path | None:
+        """Where MEMORY.md is, found case-insensitively (a clone may spell it otherwise); None
+        if there is none, or no memory directory."""
         if not self.memory_dir.is_dir():
             return None
         exact = self.memory_dir / INDEX_NAME
@@ -663,7 +716,7 @@ class Directory:
 
     def index_text(self) -> str:
         """MEMORY.md as it is ("" when there is none)."""
-        path = self._index_path()
+        path = self.index_path()
         if path is None:
             return ""
         return decode(path.name, read_bytes(path, limit=MAX_INDEX_FILE_BYTES))
@@ -673,7 +726,7 @@ class Directory:
         Code's next Write of its index would fail on a file it has not read)."""
         if self.native:
             return
-        path = self._index_path() or self.memory_dir / INDEX_NAME
+        path = self.index_path() or self.memory_dir / INDEX_NAME
         write_atomic(path, text.encode("utf-8"))
 
     def _after_move(self, file: str, update_index: Callable[[], None]) -> None:
@@ -690,7 +743,7 @@ class Directory:
     def _edit_index(self, change: Callable[[str], str]) -> None:
         if self.native:
             return  # the harness's own index: see `_write_index`
-        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
+        with self.write_lock(self.index_path() or self.memory_dir / INDEX_NAME):
             old = self.index_text()
             new = change(old)
             if new != old:
@@ -701,6 +754,21 @@ class Directory:
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             raise archive_module.ArchiveRefused(f"{folder}: must be a real directory, not a link or a file")
         return folder
+
+    def archived_names(self) -> list[str]:
+        """The archived files' names (memory-like names at the top of `archive/`), in no set
+        order and none parsed, so that a copy which does not parse is still seen (`check`,
+        `purge-secrets`); refused (`ArchiveRefused`) when `archive/` is a link or a file."""
+        return self._names_in(self._archive_dir())
+
+    def _on_disk_name(self, name: str) -> str:
+        """`name`, or the name of the file there that it matches case and Unicode form aside.
+        A snapshot's name passed the rules for new names when it was taken: it is judged by
+        the path rule alone (its manifest's shape), as rules written since may refuse it."""
+        key = name_key(name)
+        with os.scandir(self.memory_dir) as entries:
+            matches = sorted(e.name for e in entries if name_key(e.name) == key)
+        return name if not matches or name in matches else matches[0]
 
     def _names_in(self, folder: Path) -> list[str]:
         """Memory-like file names in `folder` (top level only)."""
@@ -722,7 +790,7 @@ class Directory:
         lost the race for the index must not put back what another writer replaced."""
         if self.native:
             return  # the harness's own index: see `_write_index`
-        with self._lock(self._index_path() or self.memory_dir / INDEX_NAME):
+        with self.write_lock(self.index_path() or self.memory_dir / INDEX_NAME):
             try:
                 memory = parse_memory(file, read_bytes(self.memory_dir / file))
             except (MemoryNotFound, InvalidMemory):
