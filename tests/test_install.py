@@ -421,6 +421,21 @@ def test_uninstall_removes_what_install_created_and_nothing_else(tmp_path: Path)
     assert (home() / command.LAUNCHER).exists()  # left for the other projects that run it
 
 
+def test_a_record_written_before_its_format_number_is_of_format_1(tmp_path: Path) -> None:
+    """An install record from before `"format"` was written is read as format 1: the file
+    install created is still removed, and the record says its format from the next write."""
+    project = make_project(tmp_path / "proj")
+    apply("claude-code", "project", add=True, cwd=project)
+    path = project / ".sagemem" / "memory" / ".sagemem" / "backups" / install.RECORD
+    record = json.loads(path.read_text())
+    assert record["format"] == 1
+    path.write_text(json.dumps({k: v for k, v in record.items() if k != "format"}))
+    done = apply("claude-code", "project", add=False, cwd=project)
+    assert done["files"][0]["removed"] and not (project / ".claude").exists()
+    after = json.loads(path.read_text())
+    assert list(after)[0] == "format" and after["format"] == 1 and after["created"] == {}
+
+
 def test_a_file_the_person_had_stays_even_empty(tmp_path: Path) -> None:
     target = tmp_path / ".claude" / "settings.json"
     target.parent.mkdir()

@@ -27,9 +27,9 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..store import shape
+from ..store import forms, shape
 from ..store.command import (
     LAUNCHER,
     command_line,
@@ -44,14 +44,19 @@ from ..store.harnesses import HARNESSES, Harness, home_folder, mcp_place, user_f
 from ..store.locking import exclusive
 from ..store.records import Record
 
+if TYPE_CHECKING:
+    from . import adopt
+
 BACKUPS = "backups"
 RECORD = "install-record.json"  # in the backup folder: the files install created
 RECORD_LOCK = "install-record.lock"
 RECORD_LOCK_TIMEOUT = 10.0
 MAX_RECORD_BYTES = 256 * 1024
-# The record's parts: {"created": {file: {"folders": [...]}}, "settings": {file: {key: {"was": value}
-# or {}}}, "backups": {copy: file}}.
+# The record (`forms.InstallForm`): {"format": 1, "created": {file: {"folders": [...]}}, "settings":
+# {file: {key: {"was": value} or {}}}, "backups": {copy: file}}; one without "format" is of format
+# 1, one of another format is read as none and set aside by the next write, as a damaged one is.
 # Paths are any text: the record is ASCII JSON, and a path may hold bytes that are not UTF-8.
+_FORMAT = shape.obj({}, {"format": shape.one_of(forms.INSTALL)})
 _PATHS = shape.each(shape.any_text)
 _RECORD_PARTS = {
     "created": shape.table(shape.obj({}, {"folders": _PATHS}), key=shape.any_text),
@@ -146,93 +151,207 @@ def apply(
 
     `files` holds one outcome per file, each with its own changes; `changes` (each prefixed
     with its file's name), `backup` and `backups` are the older flat form."""
+    target = _target(harness, scope, add=add, cwd=cwd, home=home, env=env, memory=memory)
+    hooks = _HooksChange(target, memory)
+    edits = _plan_files(target, hooks)
+    launcher = keep_launcher(target.home, dry_run=True) if add and target.portable else None  # checked too
+    imported = _import_memories(target, into, dry_run=dry_run) if add and memory == "sagemem" else None
+    if not dry_run:
+        _write_files(target, edits, hooks.step)
+    outcomes = [edit.outcome for edit in edits]
+    if launcher is not None:
+        outcomes.append(launcher if dry_run else keep_launcher(target.home, dry_run=False))
+    notes = _memory_notes(target, memory, edits[0], hooks.step, imported)
+    todo = _todo(target, hooks.hooked)
+    return {
+        "path": str(target.path),
+        "files": outcomes,
+        "changes": [f"{Path(o['path']).name}: {line}" for o in outcomes for line in o["changes"]],
+        "backup": next((o["backup"] for o in outcomes if o["backup"]), None),
+        "backups": [o["backup"] for o in outcomes if o["backup"]],
+        "todo": todo,
+        "notes": notes,
+        "import": imported.to_dict() if imported is not None else None,
+        "dry_run": dry_run,
+    }
+
+
+class _Target(Record):
+    """What one install or uninstall works on, worked out once from the harness's record and
+    the scope, so that each step reads the same places."""
+
+    harness: str
+    record: Harness
+    scope: str
+    add: bool
+    cwd: Path
+    home: Path
+    env: Mapping[str, str] | None  # as given (None: this process's), for the helpers that take it
+    environ: Mapping[str, str]  # the environment itself
+    path: Path  # the hooks file
+    portable: bool  # whether its lines are the portable ones a project commits
+    backups: Backups
+    adopts: bool  # whether the hooks file holds the setting of the harness's own memory
+    mcp_beside: bool  # whether this install writes the MCP entry into the hooks file (Gemini)
+    mcp_apart: Path | None  # the MCP entry's own file this install writes (`.mcp.json`), if any
+    inside: Path | None  # the project whose files these are (they came with its clone), if any
+
+
+def _target(
+    harness: str,
+    scope: str,
+    *,
+    add: bool,
+    cwd: Path | None,
+    home: Path | None,
+    env: Mapping[str, str] | None,
+    memory: str | None,
+) -> _Target:
+    """The places of this install, after refusing what it cannot do (a `memory` choice for
+    another harness or scope, a harness or scope `apply` does not install) before any
+    settings file is read: a refusal then says what is wrong with the command, not a file."""
     from . import adopt
 
     cwd = cwd or Path.cwd()
     home = home or Path.home()
-    environ = os.environ if env is None else env
     record = HARNESSES[harness]
     if memory is not None and (not record.own_memory or scope != "project" or memory not in adopt.MODES):
         raise SagememError("memory: `both` or `sagemem`, for Claude Code with the project scope only")
     _installable(record, scope)
     path = settings_path(harness, scope, cwd=cwd, home=home, env=env)
-    portable = committed(scope)
     backups = Backups.for_scope(scope, cwd=cwd, home=home, env=env)
-    step = adopt.Step([])
-    adopts = bool(record.own_memory) and scope == "project"  # the setting of its own memory
     # Where the MCP entry goes, and whether this install writes it (else the harness's command).
     mcp_file, writes_mcp = mcp_place(record, scope) or ("", False)
     beside = writes_mcp and mcp_file == (
         record.project_settings if scope == "project" else record.user_settings
     )
+    apart = None
+    if writes_mcp and not beside:
+        apart = cwd / mcp_file if scope == "project" else user_file(record, mcp_file, home, env)
+    return _Target(
+        harness=harness,
+        record=record,
+        scope=scope,
+        add=add,
+        cwd=cwd,
+        home=home,
+        env=env,
+        environ=os.environ if env is None else env,
+        path=path,
+        portable=committed(scope),
+        backups=backups,
+        adopts=bool(record.own_memory) and scope == "project",
+        mcp_beside=beside,
+        mcp_apart=apart,
+        inside=cwd if scope == "project" else None,
+    )
 
-    hooked = False  # whether this install adds or changes a hook (a hook a harness must trust)
 
-    def hooks(data: dict[str, Any]) -> list[str]:
-        nonlocal step, hooked
-        changes = _add(data, harness, portable=portable) if add else _remove(data, harness)
-        hooked = add and bool(changes)
-        if beside:  # its MCP servers are in the same settings file (Gemini)
+class _HooksChange:
+    """The change to the hooks file: sagemem's hooks, with what the harness keeps in the same
+    file (Gemini's MCP entry and its trust, Claude Code's own memory setting). It keeps what
+    it did for the steps after the write: `step`, what became of Claude Code's memory
+    setting (for install's record and the notes), and `hooked`, whether a hook was added or
+    changed (a hook a harness may ask the person to trust)."""
+
+    def __init__(self, target: _Target, memory: str | None) -> None:
+        from . import adopt
+
+        self.target = target
+        self.memory = memory
+        self.step = adopt.Step([])
+        self.hooked = False
+
+    def __call__(self, data: dict[str, Any]) -> list[str]:
+        from . import adopt
+
+        target = self.target
+        add, portable = target.add, target.portable
+        changes = _add(data, target.harness, portable=portable) if add else _remove(data, target.harness)
+        self.hooked = add and bool(changes)
+        if target.mcp_beside:  # its MCP servers are in the same settings file (Gemini)
             changes += _mcp(data, add, portable=portable)
-            changes += _trusts_its_tools(data) if add and record.mcp_trust else []
-        if adopts:
-            step = adopt.setting_change(data, memory, add, backups.setting(_real(path), adopt.KEY))
-            changes += step.changes
+            changes += _trusts_its_tools(data) if add and target.record.mcp_trust else []
+        if target.adopts:
+            recorded = target.backups.setting(_real(target.path), adopt.KEY)
+            self.step = adopt.setting_change(data, self.memory, add, recorded)
+            changes += self.step.changes
         return changes
 
-    files: list[tuple[Path, Change]] = [(path, hooks)]
-    if writes_mcp and not beside:  # a file of its own (`.mcp.json`)
-        where = cwd / mcp_file if scope == "project" else user_file(record, mcp_file, home, env)
-        files.append((where, lambda data: _mcp(data, add, portable=portable)))
-    inside = cwd if scope == "project" else None  # a project's files came with its clone
-    # Every file is checked before any is written.
-    edits = [_plan(target, change, add, backups, inside, home.resolve()) for target, change in files]
-    launcher = keep_launcher(home, dry_run=True) if add and portable else None  # checked too
-    # The memories are imported before Claude Code's auto memory is turned off: a failure
-    # there leaves every setting as it was.
-    imported = adopt.Import(cwd, home, environ, into=into) if add and memory == "sagemem" else None
-    if imported is not None and not dry_run:
-        imported.run()
-    for edit in edits if not dry_run else []:
-        _write(edit, backups)
+
+def _plan_files(target: _Target, hooks: _HooksChange) -> list[_Edit]:
+    """Every file's change worked out, and checked, before any is written: a file that cannot
+    be changed (not JSON, a link out of the project) then leaves every file as it was. The
+    hooks file comes first; the MCP entry's own file, where there is one, second."""
+    files: list[tuple[Path, Change]] = [(target.path, hooks)]
+    if target.mcp_apart is not None:
+        files.append((target.mcp_apart, lambda data: _mcp(data, target.add, portable=target.portable)))
+    home = target.home.resolve()
+    edits = [_plan(path, change, target.add, target.backups, target.inside, home) for path, change in files]
     for edit in edits:
-        edit.outcome["shared"] = inside is not None  # a project's settings: for its team
-    if not dry_run and step.record == "set":
-        backups.remember_setting(edits[0].path, adopt.KEY, step.had, step.was)
-    elif not dry_run and step.record == "forget":
-        backups.forget_setting(edits[0].path, adopt.KEY)
-    outcomes = [edit.outcome for edit in edits]
-    if launcher is not None:
-        outcomes.append(launcher if dry_run else keep_launcher(home, dry_run=False))
-    notes: list[str] = []
-    if record.own_memory and add:  # how Claude Code's own memory stands after this install
-        recorded = backups.setting(edits[0].path, adopt.KEY) if adopts else None
-        off = edits[0].data.get(adopt.KEY) is False
-        ours = step.record == "set" or (step.record is None and recorded is not None and off)
-        notes = adopt.notes(
-            cwd,
-            home,
-            environ,
-            memory=memory,
-            settings=path,
-            planned=edits[0].data,
-            imported=imported,
-            ours=ours,
-        )
-    todo = _mcp_todo(harness, scope, add, home=home, env=env)
-    if add:
-        todo += _trust_todo(record, scope, hooked, cwd, home, environ)
-    return {
-        "path": str(path),
-        "files": outcomes,
-        "changes": [f"{Path(o['path']).name}: {line}" for o in outcomes for line in o["changes"]],
-        "backup": next((o["backup"] for o in outcomes if o["backup"]), None),
-        "backups": [o["backup"] for o in outcomes if o["backup"]],
-        "todo": "\n".join(todo) if todo else None,
-        "notes": notes,
-        "import": imported.to_dict() if imported is not None else None,
-        "dry_run": dry_run,
-    }
+        edit.outcome["shared"] = target.inside is not None  # a project's settings: for its team
+    return edits
+
+
+def _import_memories(target: _Target, into: str | None, *, dry_run: bool) -> adopt.Import:
+    """Claude Code's memories imported into sagemem (`--memory sagemem`), before its auto
+    memory is turned off: a failure here leaves every setting as it was. A dry run only
+    plans the import."""
+    from . import adopt
+
+    imported = adopt.Import(target.cwd, target.home, target.environ, into=into)
+    if not dry_run:
+        imported.run()
+    return imported
+
+
+def _write_files(target: _Target, edits: list[_Edit], step: adopt.Step) -> None:
+    """Write the planned changes (each after a backup of the old bytes), then say in
+    install's record whether sagemem now holds the setting of the harness's own memory, so
+    that `--memory both` and `uninstall` take back exactly what sagemem set."""
+    from . import adopt
+
+    for edit in edits:
+        _write(edit, target.backups)
+    if step.record == "set":
+        target.backups.remember_setting(edits[0].path, adopt.KEY, step.had, step.was)
+    elif step.record == "forget":
+        target.backups.forget_setting(edits[0].path, adopt.KEY)
+
+
+def _memory_notes(
+    target: _Target, memory: str | None, hooks_file: _Edit, step: adopt.Step, imported: adopt.Import | None
+) -> list[str]:
+    """How the harness's own memory (Claude Code's auto memory) stands after an install:
+    whether it is on, and who turned it off, so that a person never finds it gone unsaid.
+    Nothing for an uninstall, or a harness that keeps none."""
+    from . import adopt
+
+    if not (target.record.own_memory and target.add):
+        return []
+    recorded = target.backups.setting(hooks_file.path, adopt.KEY) if target.adopts else None
+    off = hooks_file.data.get(adopt.KEY) is False
+    ours = step.record == "set" or (step.record is None and recorded is not None and off)
+    return adopt.notes(
+        target.cwd,
+        target.home,
+        target.environ,
+        memory=memory,
+        settings=target.path,
+        planned=hooks_file.data,
+        imported=imported,
+        ours=ours,
+    )
+
+
+def _todo(target: _Target, hooked: bool) -> str | None:
+    """What is left for the person to do, one line a step: the harness's own command for an
+    MCP entry `install` does not write, and, after an install, what the harness's trust asks
+    (`hooked`: this install added or changed a hook)."""
+    todo = _mcp_todo(target.harness, target.scope, target.add, home=target.home, env=target.env)
+    if target.add:
+        todo += _trust_todo(target.record, target.scope, hooked, target.cwd, target.home, target.environ)
+    return "\n".join(todo) if todo else None
 
 
 def own_installer(record: Harness) -> Callable[..., dict[str, Any]]:
@@ -465,7 +584,7 @@ class Backups:
     def _read(self, place: Path) -> tuple[dict[str, Any], str]:
         """The record's sound parts, and what was wrong with the rest ("" when nothing)."""
         try:
-            found = shape.load(place / RECORD, MAX_RECORD_BYTES, shape.obj({}))
+            found = shape.load(place / RECORD, MAX_RECORD_BYTES, _FORMAT)
         except shape.Damaged as exc:
             return {}, exc.why
         record, wrong = dict(found or {}), []
@@ -493,6 +612,7 @@ class Backups:
                     except OSError as exc:
                         kept = f"it could not be set aside ({exc.strerror or exc}), so it is replaced"
                     warnings.warn(SagememWarning(f"{path}: {why}; {kept}, the rest kept"), stacklevel=2)
+                record = {"format": forms.INSTALL, **record}
                 record.setdefault("created", {})
                 edit(record)
                 # ASCII: a path the file system gave may hold bytes that are not UTF-8.

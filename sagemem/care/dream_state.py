@@ -28,11 +28,11 @@ MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_SMALL_BYTES = 4096  # the lock holder's note, the trigger's times
 RUN_ID = re.compile(r"\A\d{8}-\d{6}-[0-9a-f]{4}\Z")
 
-# The manifest as `dream/run.py` writes it. The model's text may hold any code point (the file
-# is ASCII JSON), so its strings are `any_text`. Every field a report, a listing, an apply or a
-# rollback reads is here, so none of them meets a wrong type. A file a change or a proposal
-# names is a memory's name by the path rule (it passed the rules for new names when the run
-# made it): a rollback reads and writes it in the memory directory.
+# The manifest as `dream/run.py` writes it (`forms.DreamForm`). The model's text may hold any
+# code point (the file is ASCII JSON), so its strings are `any_text`. Every field a report, a
+# listing, an apply or a rollback reads is here, so none of them meets a wrong type. A file a
+# change or a proposal names is a memory's name by the path rule (it passed the rules for new
+# names when the run made it): a rollback reads and writes it in the memory directory.
 _TEXT = shape.any_text
 _FILE = shape.passes(check_stored_name, "a memory file name")
 _SHA = shape.matching(re.compile(r"[0-9a-f]{64}"), "a sha256")
@@ -103,6 +103,8 @@ MANIFEST = shape.obj(
         ),
     },
 )
+# The lock holder's note (`forms.DreamLockForm`) and the trigger's times (`forms.DreamTriggerForm`):
+# forms with no number, each key read on its own.
 HOLDER = shape.obj({}, {"run": _TEXT, "pid": shape.count, "at": _TEXT})
 TRIGGER = shape.obj({}, {"last": shape.moment, "started": shape.moment})
 

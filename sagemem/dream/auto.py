@@ -23,8 +23,12 @@ from ..care import dream_state
 from ..store import shape
 from ..store.config import Scope, Settings
 from ..store.files import safe_folder, write_atomic
+from ..store.records import TYPE_CHECKING
 
-STATE = dream_state.TRIGGER_NAME  # {"last": when the last run ended, "started": when the trigger last fired}
+if TYPE_CHECKING:
+    from ..store.forms import DreamTriggerForm
+
+STATE = dream_state.TRIGGER_NAME  # `forms.DreamTriggerForm`: when the last run ended, when the trigger fired
 RECORD = dream_state.TRIGGER  # its shape, which `check` judges
 THROTTLE_SECONDS = 600  # a run just started is not started again while it may still be running
 # The runs this process started: never waited for (the hook must not wait), but held, so that
@@ -131,17 +135,17 @@ def _sessions_since(state_dir: Path, since: float, enough: int) -> int:
     return count
 
 
-def _state(state_dir: Path) -> dict[str, float]:
+def _state(state_dir: Path) -> DreamTriggerForm:
     """The trigger's times; a file that does not fit reads as none (a run is then due by the
     sessions alone), and is replaced by the next save: it holds nothing but those times."""
     try:
         found = shape.load(state_dir / "dream" / STATE, dream_state.MAX_SMALL_BYTES, RECORD, under=state_dir)
-        return dict(found or {})
     except shape.Damaged:
         return {}
+    return found if found is not None else {}  # of `RECORD`'s shape: the form's
 
 
-def _save(state_dir: Path, state: dict[str, float]) -> None:
+def _save(state_dir: Path, state: DreamTriggerForm) -> None:
     path = safe_folder(state_dir, "dream") / STATE
     shape.clear_folder(path)  # what `_state` read as no time: a file is replaced, a folder set aside
     write_atomic(path, json.dumps(state).encode(), durable=False)

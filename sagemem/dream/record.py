@@ -22,12 +22,15 @@ import secrets
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..care import dream_state
 from ..store import locking, shape
 from ..store.errors import SagememError
 from ..store.files import read_state, safe_folder, write_atomic
+
+if TYPE_CHECKING:
+    from ..store.forms import DreamLockForm
 
 SCHEMA = dream_state.SCHEMA
 MAX_MANIFEST_BYTES = dream_state.MAX_MANIFEST_BYTES
@@ -170,5 +173,6 @@ def running(state_dir: Path, run_id: str) -> Iterator[None]:
                 f"another dream run holds the lock (run {who.get('run', '?')}, process "
                 f"{who.get('pid', '?')}); nothing was changed"
             ) from None
-        write_atomic(holder, json.dumps({"run": run_id, "pid": os.getpid(), "at": now()}).encode())
+        note: DreamLockForm = {"run": run_id, "pid": os.getpid(), "at": now()}
+        write_atomic(holder, json.dumps(note).encode())
         yield

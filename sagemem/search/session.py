@@ -2,7 +2,9 @@
 
 Each CLI call is a new process, so a session's memory of what it injected lives in
 `<state>/sessions/<key>.json`, read and written under that session's lock so two calls for
-one session (a hook firing twice) take turns. Ledgers untouched for a week are pruned.
+one session (a hook firing twice) take turns. Ledgers untouched for a week are pruned. A
+ledger says its format (`forms.SESSION`; one without it is of format 1): one of another
+format is not read as this one, and the session starts afresh, as after a damaged one.
 """
 
 from __future__ import annotations
@@ -15,16 +17,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..store import shape
+from ..store import forms, shape
 from ..store.digests import sha256_hex
 from ..store.errors import SagememError
 from ..store.files import safe_folder, write_atomic
 from ..store.locking import exclusive
+from ..store.records import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..store.forms import SessionForm
 
 MAX_AGE_SECONDS = 7 * 24 * 3600
 LOCK_TIMEOUT = 10.0
 MAX_LEDGER_BYTES = 1024 * 1024
-# A session's ledger as `Ledger.to_dict` writes it (ASCII JSON: any code point survives).
+# A session's ledger as `Ledger.to_dict` writes it (`forms.SessionForm`; ASCII JSON: any code
+# point survives).
 _FIELDS = {
     "used": shape.count,
     "reserve_used": shape.count,
@@ -34,7 +41,7 @@ _FIELDS = {
     "cards": shape.each(shape.any_text),
     "reads": shape.table(shape.any_text, key=shape.any_text),
 }
-RECORD = shape.obj({}, {"session": shape.any_text, **_FIELDS})
+RECORD = shape.obj({}, {"format": shape.one_of(forms.SESSION), "session": shape.any_text, **_FIELDS})
 
 
 class Ledger:
@@ -61,8 +68,18 @@ class Ledger:
         self.cards = cards if cards is not None else []  # hashes of the gap cards shown
         self.reads = reads if reads is not None else {}  # memory file -> version the agent last saw
 
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
+    def to_dict(self) -> SessionForm:
+        return {
+            "format": forms.SESSION,
+            "session": self.session,
+            "used": self.used,
+            "reserve_used": self.reserve_used,
+            "injected": self.injected,
+            "last_query": self.last_query,
+            "baseline_done": self.baseline_done,
+            "cards": self.cards,
+            "reads": self.reads,
+        }
 
 
 PRUNE_EVERY_SECONDS = 3600
