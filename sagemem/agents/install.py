@@ -611,7 +611,12 @@ class Backups:
                         kept = f"set aside as {aside.name}" if aside else "gone since"
                     except OSError as exc:
                         kept = f"it could not be set aside ({exc.strerror or exc}), so it is replaced"
-                    warnings.warn(SagememWarning(f"{path}: {why}; {kept}, the rest kept"), stacklevel=2)
+                    rest = (
+                        ", its sound parts kept"
+                        if record.keys() & _RECORD_PARTS.keys()
+                        else ", nothing of it read"
+                    )
+                    warnings.warn(SagememWarning(f"{path}: {why}; {kept}{rest}"), stacklevel=2)
                 record = {"format": forms.INSTALL, **record}
                 record.setdefault("created", {})
                 edit(record)
