@@ -44,6 +44,8 @@ from ..store.harnesses import HARNESSES, Harness, home_folder, mcp_place, user_f
 from ..store.locking import exclusive
 from ..store.records import Record
 
+# `adopt` is imported where it is used: the session-start hook reads `registered_mcp` here
+# and needs none of it.
 if TYPE_CHECKING:
     from . import adopt
 
@@ -187,7 +189,6 @@ class _Target(Record):
     cwd: Path
     home: Path
     env: Mapping[str, str] | None  # as given (None: this process's), for the helpers that take it
-    environ: Mapping[str, str]  # the environment itself
     path: Path  # the hooks file
     portable: bool  # whether its lines are the portable ones a project commits
     backups: Backups
@@ -195,6 +196,11 @@ class _Target(Record):
     mcp_beside: bool  # whether this install writes the MCP entry into the hooks file (Gemini)
     mcp_apart: Path | None  # the MCP entry's own file this install writes (`.mcp.json`), if any
     inside: Path | None  # the project whose files these are (they came with its clone), if any
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The environment itself."""
+        return os.environ if self.env is None else self.env
 
 
 def _target(
@@ -236,7 +242,6 @@ def _target(
         cwd=cwd,
         home=home,
         env=env,
-        environ=os.environ if env is None else env,
         path=path,
         portable=committed(scope),
         backups=backups,

@@ -220,12 +220,10 @@ class Directory:
         """The on-disk name of memory `file`, matched NFC-normalised and case-insensitively."""
         check_name(file)
         self.require()
-        key = name_key(file)
-        with os.scandir(self.memory_dir) as entries:
-            matches = sorted(e.name for e in entries if name_key(e.name) == key)
-        if not matches:
+        found = self._on_disk_name(file)
+        if found is None:
             raise MemoryNotFound(file)
-        return file if file in matches else matches[0]
+        return found
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -385,7 +383,9 @@ class Directory:
         if name_key(name) == name_key(INDEX_NAME):
             path = self.index_path() or self.memory_dir / name
         else:
-            path = self.memory_dir / self._on_disk_name(name)
+            # A snapshot's name passed the rules for new names when it was taken: it is judged
+            # by the path rule alone (its manifest's shape), as rules written since may refuse it.
+            path = self.memory_dir / (self._on_disk_name(name) or name)
         if os.path.lexists(path):
             check_regular(path, os.lstat(path).st_mode)
         return path
@@ -761,14 +761,13 @@ class Directory:
         `purge-secrets`); refused (`ArchiveRefused`) when `archive/` is a link or a file."""
         return self._names_in(self._archive_dir())
 
-    def _on_disk_name(self, name: str) -> str:
-        """`name`, or the name of the file there that it matches case and Unicode form aside.
-        A snapshot's name passed the rules for new names when it was taken: it is judged by
-        the path rule alone (its manifest's shape), as rules written since may refuse it."""
+    def _on_disk_name(self, name: str) -> str | None:
+        """`name` if a file has it, else the file's name that it matches case and Unicode form
+        aside; None when none does."""
         key = name_key(name)
         with os.scandir(self.memory_dir) as entries:
             matches = sorted(e.name for e in entries if name_key(e.name) == key)
-        return name if not matches or name in matches else matches[0]
+        return None if not matches else name if name in matches else matches[0]
 
     def _names_in(self, folder: Path) -> list[str]:
         """Memory-like file names in `folder` (top level only)."""
